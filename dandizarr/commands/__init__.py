@@ -1,0 +1,1 @@
+"""Subcommands of the ``dandizarr`` CLI."""

@@ -1,0 +1,16 @@
+"""`dandizarr convert` (not implemented yet)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("convert", help="(not implemented yet)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    print("dandizarr convert: not implemented yet")
+    return 2

@@ -1,0 +1,207 @@
+"""Django settings, all from the environment (12-factor).
+
+The defaults run the whole service on one machine with no other server: SQLite and a
+local-filesystem object store under ``DANDIZARR_DATA_DIR``, Celery tasks run inline.
+Production sets ``DATABASE_URL`` (PostgreSQL), ``CELERY_BROKER_URL`` (Redis) and
+``DANDIZARR_STORAGE=s3`` with the S3 variables.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+from dandizarr import __version__
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Every variable the settings read, so a test can check that deployment files set no
+# variable that is silently ignored.
+ENVIRONMENT_VARIABLES_READ: set[str] = set()
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    ENVIRONMENT_VARIABLES_READ.add(name)
+    value = os.environ.get(name)
+    return default if value is None or value == "" else value
+
+
+def env_str(name: str, default: str) -> str:
+    value = env(name, default)
+    assert value is not None
+    return value
+
+
+def env_int(name: str, default: int) -> int:
+    raw = env(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError as error:
+        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from error
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = env(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+DATA_DIR = Path(env_str("DANDIZARR_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+
+DEBUG = env_bool("DANDIZARR_DEBUG", False)
+SECRET_KEY = env_str("DANDIZARR_SECRET_KEY", "insecure-dev-key-set-DANDIZARR_SECRET_KEY-in-production")
+ALLOWED_HOSTS = env_list("DANDIZARR_ALLOWED_HOSTS", "*")
+CSRF_TRUSTED_ORIGINS = env_list("DANDIZARR_CSRF_TRUSTED_ORIGINS", "http://127.0.0.1,http://localhost")
+
+HOST = env_str("DANDIZARR_HOST", "127.0.0.1")
+PORT = env_int("DANDIZARR_PORT", 8000)
+# The address clients use to reach this service; the local storage backend's presigned URLs
+# point here.
+PUBLIC_URL = env_str("DANDIZARR_PUBLIC_URL", f"http://{HOST}:{PORT}").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "zarr_api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "dandizarr.urls"
+WSGI_APPLICATION = "dandizarr.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("DANDIZARR_DB_CONN_MAX_AGE", 60),
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+# Upload bodies for the local backend's presigned PUT endpoint are streamed, not buffered.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 32 * 1024 * 1024
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 100,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "zarr_api.exceptions.exception_handler",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "dandizarr",
+    "DESCRIPTION": "Zarr archives uploaded to object storage in verified batches, with a tree hash.",
+    "VERSION": __version__,
+}
+
+# --- Object storage --------------------------------------------------------------------------
+DANDIZARR_STORAGE = env_str("DANDIZARR_STORAGE", "local")
+if DANDIZARR_STORAGE not in {"local", "s3"}:
+    raise ValueError(f"DANDIZARR_STORAGE must be 'local' or 's3', got {DANDIZARR_STORAGE!r}")
+DANDIZARR_LOCAL_STORAGE_DIR = Path(
+    env_str("DANDIZARR_LOCAL_STORAGE_DIR", str(DATA_DIR / "storage"))
+).resolve()
+DANDIZARR_S3_BUCKET = env_str("DANDIZARR_S3_BUCKET", "dandiarchive")
+DANDIZARR_S3_REGION = env_str("DANDIZARR_S3_REGION", "us-east-1")
+DANDIZARR_S3_ENDPOINT_URL = env("DANDIZARR_S3_ENDPOINT_URL")
+# Presigned URLs are signed for this endpoint when the service reaches S3 at an address
+# clients cannot (e.g. http://minio:9000 inside docker-compose).
+DANDIZARR_S3_PRESIGN_ENDPOINT_URL = env("DANDIZARR_S3_PRESIGN_ENDPOINT_URL")
+DANDIZARR_S3_ACCESS_KEY_ID = env("AWS_ACCESS_KEY_ID")
+DANDIZARR_S3_SECRET_ACCESS_KEY = env("AWS_SECRET_ACCESS_KEY")
+DANDIZARR_S3_MAX_POOL_CONNECTIONS = env_int("DANDIZARR_S3_MAX_POOL_CONNECTIONS", 64)
+DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS = env_int("DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS", 600)
+
+# --- Archive rules ---------------------------------------------------------------------------
+DANDIZARR_BATCH_LIMIT = env_int("DANDIZARR_BATCH_LIMIT", 500)
+# Concurrent storage requests when verifying or deleting a batch.
+DANDIZARR_STORAGE_CONCURRENCY = env_int("DANDIZARR_STORAGE_CONCURRENCY", 32)
+# An open batch older than this is cancelled by the periodic sweep (its URLs expired long ago).
+DANDIZARR_STALE_BATCH_SECONDS = env_int("DANDIZARR_STALE_BATCH_SECONDS", 24 * 3600)
+
+# --- Celery ----------------------------------------------------------------------------------
+CELERY_BROKER_URL = env("CELERY_BROKER_URL")
+# Without a broker the tasks run inline, in the request: the embedded single-machine default.
+CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = env_str("DANDIZARR_CELERY_QUEUE", "dandizarr")
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+# A message whose worker died is redelivered after this long; tasks are idempotent, so an early
+# redelivery of a slow task is harmless.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("DANDIZARR_CELERY_VISIBILITY_TIMEOUT", 300),
+}
+CELERY_BEAT_SCHEDULE = {
+    "cancel-stale-batches": {
+        "task": "zarr_api.tasks.cancel_stale_batches",
+        "schedule": 3600.0,
+    },
+    "resume-pending-propagation": {
+        "task": "zarr_api.tasks.resume_pending_propagation",
+        "schedule": 60.0,
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("DANDIZARR_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "botocore": {"level": "WARNING"}},
+}

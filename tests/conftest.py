@@ -1,0 +1,49 @@
+"""Shared fixtures: real PostgreSQL (via pytest-django), S3 through moto's server over HTTP."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+# Credentials for moto only; set before any boto3 client exists.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """One test database per pytest process, so concurrent runs on one server don't collide."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        raise pytest.UsageError(
+            "the test suite runs against PostgreSQL: set DATABASE_URL (make test does this)"
+        )
+    database.setdefault("TEST", {})
+    database["TEST"]["NAME"] = f"test_dandizarr_{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """moto's S3 in server mode on a free port; yields its endpoint URL."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(moto_server: str) -> str:
+    """A fresh, empty bucket on the moto server."""
+    name = f"test-{uuid.uuid4().hex[:16]}"
+    client = boto3.client("s3", endpoint_url=moto_server, region_name="us-east-1")
+    client.create_bucket(Bucket=name)
+    return name

@@ -1,0 +1,11 @@
+import pytest
+from rest_framework.test import APIClient
+
+
+@pytest.mark.django_db
+def test_info_advertises_batch_limit_and_expiry(settings) -> None:
+    settings.DANDIZARR_BATCH_LIMIT = 123
+    response = APIClient().get("/api/info/")
+    assert response.status_code == 200
+    assert response.json()["batch_limit"] == 123
+    assert response.json()["presigned_url_expiry_seconds"] == settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
