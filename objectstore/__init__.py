@@ -7,6 +7,7 @@ from objectstore.base import (
     ObjectNotFound,
     ObjectStore,
     ObjectStoreError,
+    PreconditionFailed,
 )
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "ObjectNotFound",
     "ObjectStore",
     "ObjectStoreError",
+    "PreconditionFailed",
 ]

@@ -33,6 +33,18 @@ class InvalidRange(ObjectStoreError, ValueError):
     """A byte range that the object cannot satisfy."""
 
 
+class PreconditionFailed(ObjectStoreError):
+    """The object's ETag is not the one the read was conditioned on (it changed)."""
+
+    def __init__(self, key: str, expected_etag: str) -> None:
+        super().__init__(key, expected_etag)
+        self.key = key
+        self.expected_etag = expected_etag
+
+    def __str__(self) -> str:
+        return f"object {self.key} no longer has ETag {self.expected_etag}"
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
     key: str
@@ -59,6 +71,16 @@ class ObjectStore(abc.ABC):
 
         A negative ``start`` with ``end=None`` is a suffix range: the last ``-start`` bytes.
         Raises ObjectNotFound, or InvalidRange when ``start`` is past the end of the object.
+        """
+
+    @abc.abstractmethod
+    def read_range(
+        self, key: str, start: int, end: int | None = None, *, if_match: str | None = None
+    ) -> tuple[bytes, str]:
+        """Like ``get_range`` but also returns the object's ETag, in one request.
+
+        With ``if_match``, raises PreconditionFailed when the object's ETag differs, so a
+        cached index of the object can be used and validated by the same request.
         """
 
     @abc.abstractmethod

@@ -1,0 +1,1 @@
+"""Benchmarks: ``make bench`` runs every ``bench/bench_*.py`` module's ``main()``."""
