@@ -11,7 +11,9 @@ import bench
 
 
 def main(argv: list[str]) -> int:
-    names = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_"))
+    names = sorted(
+        m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_")
+    )
     selected = [n for n in names if not argv or n.removeprefix("bench_") in argv or n in argv]
     for name in selected:
         print(f"\n=== {name}", flush=True)

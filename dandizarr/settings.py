@@ -58,9 +58,13 @@ def env_list(name: str, default: str) -> list[str]:
 DATA_DIR = Path(env_str("DANDIZARR_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 
 DEBUG = env_bool("DANDIZARR_DEBUG", False)
-SECRET_KEY = env_str("DANDIZARR_SECRET_KEY", "insecure-dev-key-set-DANDIZARR_SECRET_KEY-in-production")
+SECRET_KEY = env_str(
+    "DANDIZARR_SECRET_KEY", "insecure-dev-key-set-DANDIZARR_SECRET_KEY-in-production"
+)
 ALLOWED_HOSTS = env_list("DANDIZARR_ALLOWED_HOSTS", "*")
-CSRF_TRUSTED_ORIGINS = env_list("DANDIZARR_CSRF_TRUSTED_ORIGINS", "http://127.0.0.1,http://localhost")
+CSRF_TRUSTED_ORIGINS = env_list(
+    "DANDIZARR_CSRF_TRUSTED_ORIGINS", "http://127.0.0.1,http://localhost"
+)
 
 HOST = env_str("DANDIZARR_HOST", "127.0.0.1")
 PORT = env_int("DANDIZARR_PORT", 8000)
@@ -140,7 +144,7 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "dandizarr",
-    "DESCRIPTION": "Zarr archives uploaded to object storage in verified batches, with a tree hash.",
+    "DESCRIPTION": "Zarr archives in object storage with a verifiable tree hash.",
     "VERSION": __version__,
 }
 

@@ -91,7 +91,9 @@ class ObjectStore(abc.ABC):
     def head(self, key: str) -> ObjectInfo | None:
         """Size and ETag of the object, or None when it does not exist."""
 
-    def head_many(self, keys: Sequence[str], *, max_workers: int = 32) -> dict[str, ObjectInfo | None]:
+    def head_many(
+        self, keys: Sequence[str], *, max_workers: int = 32
+    ) -> dict[str, ObjectInfo | None]:
         """``head`` of many keys, issued concurrently (never one after another)."""
         from concurrent.futures import ThreadPoolExecutor
 

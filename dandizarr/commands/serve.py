@@ -14,7 +14,9 @@ def register(subparsers: Any) -> None:
         description="Run the service. Host, port and data directory come from DANDIZARR_HOST, "
         "DANDIZARR_PORT and DANDIZARR_DATA_DIR unless given here.",
     )
-    parser.add_argument("--host", help="address to listen on (default: $DANDIZARR_HOST or 127.0.0.1)")
+    parser.add_argument(
+        "--host", help="address to listen on (default: $DANDIZARR_HOST or 127.0.0.1)"
+    )
     parser.add_argument("--port", type=int, help="port (default: $DANDIZARR_PORT or 8000)")
     parser.set_defaults(func=run)
 

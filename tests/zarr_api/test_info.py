@@ -8,4 +8,7 @@ def test_info_advertises_batch_limit_and_expiry(settings) -> None:
     response = APIClient().get("/api/info/")
     assert response.status_code == 200
     assert response.json()["batch_limit"] == 123
-    assert response.json()["presigned_url_expiry_seconds"] == settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+    assert (
+        response.json()["presigned_url_expiry_seconds"]
+        == settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+    )
