@@ -7,6 +7,9 @@ moto) and ``LocalObjectStore`` (a directory tree, with presigned URLs served by 
 from __future__ import annotations
 
 import abc
+import base64
+import binascii
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +55,64 @@ class ObjectInfo:
     # The ETag without quotes. For single-part uploads without SSE-KMS/SSE-C this is the md5 hex
     # of the body; a multipart ETag looks like ``<hex>-<parts>`` and is not a content md5.
     etag: str
+
+
+_MD5_HEX = re.compile(r"[0-9a-f]{32}")
+
+
+def strip_etag(etag: str) -> str:
+    """The ETag without the quotes HTTP puts around it (and without a weak ``W/`` marker)."""
+    etag = etag.strip()
+    if etag.startswith("W/"):
+        etag = etag[2:]
+    return etag.strip('"')
+
+
+def check_md5_hex(md5_hex: str) -> str:
+    """``md5_hex`` lower-cased; ValueError unless it is 32 hex digits."""
+    normalized = md5_hex.strip().lower()
+    if not _MD5_HEX.fullmatch(normalized):
+        raise ValueError(f"not an md5 hex digest: {md5_hex!r}")
+    return normalized
+
+
+def content_md5_header(md5_hex: str) -> str:
+    """The ``Content-MD5`` header value (base64 of the digest) for an md5 hex string."""
+    return base64.b64encode(bytes.fromhex(check_md5_hex(md5_hex))).decode("ascii")
+
+
+def md5_hex_from_content_md5(header: str) -> str:
+    """The md5 hex of a ``Content-MD5`` header; ValueError when it is not base64 of 16 bytes."""
+    try:
+        digest = base64.b64decode(header.strip(), validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise ValueError(f"malformed Content-MD5: {header!r}") from error
+    if len(digest) != 16:
+        raise ValueError(f"malformed Content-MD5: {header!r}")
+    return digest.hex()
+
+
+def validate_range(start: int, end: int | None) -> None:
+    """InvalidRange for arguments no object could satisfy (see ``ObjectStore.get_range``)."""
+    if start < 0 and end is not None:
+        raise InvalidRange(f"a suffix range takes no end: [{start}, {end})")
+    if end is not None and end < start:
+        raise InvalidRange(f"range ends before it starts: [{start}, {end})")
+
+
+def range_header(start: int, end: int | None) -> str | None:
+    """The HTTP ``Range`` header for ``[start, end)`` (None: the whole object, no header).
+
+    ``end == start`` cannot be expressed in HTTP; callers handle the empty range themselves.
+    """
+    validate_range(start, end)
+    if start < 0:
+        return f"bytes={start}"
+    if end is None:
+        return None if start == 0 else f"bytes={start}-"
+    if end == start:
+        raise InvalidRange("an empty range has no HTTP form")
+    return f"bytes={start}-{end - 1}"
 
 
 class ObjectStore(abc.ABC):

@@ -1,0 +1,204 @@
+"""The HTTP face of the local storage backend: what S3 does for presigned URLs.
+
+PUT and GET on ``/storage/<key>?expires=...&signature=...`` (URLs made by
+``LocalObjectStore.presigned_*_url``). No session or token authentication: the signature is
+the credential. Errors are S3-style XML (``<Error><Code>...``), so clients handle both
+backends the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+from xml.sax.saxutils import escape
+
+from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+
+from objectstore import ObjectNotFound, ObjectStoreError
+from objectstore.base import md5_hex_from_content_md5
+from objectstore.local import BadDigest, InvalidKey, LocalObjectStore
+from objectstore.signing import Verdict, Verified
+from zarr_api.storage import get_store
+
+_UPLOAD_BLOCK = 1 << 20
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+
+
+def s3_error(status: int, code: str, message: str, key: str | None = None) -> HttpResponse:
+    key_element = f"<Key>{escape(key)}</Key>" if key is not None else ""
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>{escape(message)}</Message>{key_element}</Error>"
+    )
+    return HttpResponse(body, status=status, content_type="application/xml")
+
+
+def _signature_error(verified: Verified, key: str) -> HttpResponse | None:
+    if verified.verdict is Verdict.MISSING:
+        return s3_error(403, "AccessDenied", "Request is not signed", key)
+    if verified.verdict is Verdict.BAD_SIGNATURE:
+        return s3_error(403, "SignatureDoesNotMatch", "The request signature does not match", key)
+    if verified.verdict is Verdict.EXPIRED:
+        return s3_error(403, "AccessDenied", "Request has expired", key)
+    return None
+
+
+@csrf_exempt
+def object_view(request: HttpRequest, key: str) -> HttpResponseBase:
+    store = get_store()
+    if not isinstance(store, LocalObjectStore):
+        return s3_error(404, "NotFound", "this service does not store objects itself")
+    try:
+        store.path_of(key)
+    except InvalidKey as error:
+        return s3_error(400, "InvalidArgument", str(error), key)
+    if request.method == "PUT":
+        return _put(request, store, key)
+    if request.method == "GET":
+        return _get(request, store, key)
+    response = s3_error(405, "MethodNotAllowed", f"{request.method} is not allowed", key)
+    response["Allow"] = "GET, PUT"
+    return response
+
+
+def _put(request: HttpRequest, store: LocalObjectStore, key: str) -> HttpResponse:
+    verified = store.verify_request("PUT", key, request.GET.dict())
+    if (error := _signature_error(verified, key)) is not None:
+        return error
+    if not verified.md5_hex:
+        return s3_error(403, "SignatureDoesNotMatch", "this URL is not for uploads", key)
+    header = request.headers.get("Content-MD5")
+    if header is None:
+        return s3_error(
+            403, "SignatureDoesNotMatch", "the signed Content-MD5 header is missing", key
+        )
+    try:
+        header_md5 = md5_hex_from_content_md5(header)
+    except ValueError:
+        return s3_error(400, "InvalidDigest", "The Content-MD5 you specified is not valid", key)
+    if header_md5 != verified.md5_hex:
+        return s3_error(
+            403, "SignatureDoesNotMatch", "Content-MD5 differs from the signed md5", key
+        )
+    length_raw = request.META.get("CONTENT_LENGTH", "")
+    if not (isinstance(length_raw, str) and length_raw.isascii() and length_raw.isdigit()):
+        return s3_error(411, "MissingContentLength", "Content-Length is required", key)
+    length = int(length_raw)
+    received = 0
+
+    def body() -> Iterator[bytes]:
+        # Streamed: the body is never held in memory (request.body would be).
+        nonlocal received
+        while block := request.read(min(_UPLOAD_BLOCK, length - received)):
+            received += len(block)
+            yield block
+            if received >= length:
+                return
+
+    try:
+        info = store.put_stream(
+            key,
+            body(),
+            expected_md5=verified.md5_hex,
+            content_type=request.META.get("CONTENT_TYPE") or None,
+        )
+    except BadDigest:
+        if received < length:
+            return s3_error(400, "IncompleteBody", "fewer bytes than Content-Length", key)
+        return s3_error(
+            400, "BadDigest", "The Content-MD5 you specified did not match what we received", key
+        )
+    except ObjectStoreError as error:
+        return s3_error(409, "KeyConflict", str(error), key)
+    response = HttpResponse(status=200)
+    response["ETag"] = f'"{info.etag}"'
+    return response
+
+
+class _BoundedReader:
+    """At most ``remaining`` bytes of a file, from its current position."""
+
+    def __init__(self, handle: BinaryIO, remaining: int) -> None:
+        self.handle = handle
+        self.remaining = remaining
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0 or size > self.remaining:
+            size = self.remaining
+        data = self.handle.read(size)
+        self.remaining -= len(data)
+        return data
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+class _Unsatisfiable(Exception):
+    pass
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``[begin, stop)`` of a single-range ``Range`` header, or None to send the whole object
+    (no header, a syntax we ignore as RFC 9110 allows, or several ranges)."""
+    if not header:
+        return None
+    match = _RANGE.fullmatch(header.strip())
+    if match is None:
+        return None
+    first, last = match.groups()
+    if not first:
+        if not last:
+            return None
+        suffix = int(last)
+        if suffix == 0:
+            raise _Unsatisfiable
+        if size == 0:
+            return None  # a 206 cannot describe zero bytes; S3 answers 200 here too
+        return max(0, size - suffix), size
+    begin = int(first)
+    if last and int(last) < begin:
+        return None
+    if begin >= size:
+        raise _Unsatisfiable
+    stop = size if not last else min(int(last) + 1, size)
+    return begin, stop
+
+
+def _get(request: HttpRequest, store: LocalObjectStore, key: str) -> HttpResponseBase:
+    verified = store.verify_request("GET", key, request.GET.dict())
+    if (error := _signature_error(verified, key)) is not None:
+        return error
+    if verified.md5_hex:
+        return s3_error(403, "SignatureDoesNotMatch", "this URL is for uploads", key)
+    try:
+        handle, info, content_type = store.open_object(key)
+    except ObjectNotFound:
+        return s3_error(404, "NoSuchKey", "The specified key does not exist.", key)
+    try:
+        byte_range = parse_range(request.headers.get("Range"), info.size)
+    except _Unsatisfiable:
+        handle.close()
+        response = s3_error(416, "InvalidRange", "The requested range is not satisfiable", key)
+        response["Content-Range"] = f"bytes */{info.size}"
+        return response
+    content_type = content_type or "application/octet-stream"
+    streamed: FileResponse
+    if byte_range is None:
+        streamed = FileResponse(handle, content_type=content_type)
+        streamed["Content-Length"] = str(info.size)
+    else:
+        begin, stop = byte_range
+        handle.seek(begin)
+        streamed = FileResponse(
+            _BoundedReader(handle, stop - begin), status=206, content_type=content_type
+        )
+        streamed["Content-Length"] = str(stop - begin)
+        streamed["Content-Range"] = f"bytes {begin}-{stop - 1}/{info.size}"
+    # The file name is the key's; it is not a download with a name.
+    if "Content-Disposition" in streamed:
+        del streamed["Content-Disposition"]
+    streamed["ETag"] = f'"{info.etag}"'
+    streamed["Accept-Ranges"] = "bytes"
+    return streamed
