@@ -1,16 +1,168 @@
-"""`dandizarr upload` (not implemented yet)."""
+"""``dandizarr upload``: upload a directory into a zarr archive and verify its checksum.
+
+The work is ``DandizarrClient.upload``; this module parses arguments, shows progress and
+prints the summary. The connection options and helpers here serve ``download`` and ``ls`` too.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from dandizarr.cli import CommandError
+
+if TYPE_CHECKING:
+    from dandizarr.client import DandizarrClient
+    from dandizarr.client.progress import Progress
+
+DEFAULT_JOBS = 32
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser, *, jobs: bool = True) -> None:
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="the service's URL (default: $DANDIZARR_URL or http://127.0.0.1:8000)",
+    )
+    parser.add_argument(
+        "--token", help="API token (default: $DANDIZARR_TOKEN); needed to change archives"
+    )
+    if jobs:
+        parser.add_argument(
+            "-j",
+            "--jobs",
+            type=positive_int,
+            default=DEFAULT_JOBS,
+            help=f"parallel transfers (default: {DEFAULT_JOBS})",
+        )
+    parser.add_argument(
+        "--json", action="store_true", help="print a machine-readable summary (JSON) on stdout"
+    )
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def make_client(args: argparse.Namespace) -> DandizarrClient:
+    from dandizarr.client import DandizarrClient
+
+    return DandizarrClient.from_env(args.server, args.token, jobs=getattr(args, "jobs", 8))
+
+
+def make_progress(args: argparse.Namespace, description: str) -> Progress:
+    from dandizarr.client.progress import MessageProgress, TqdmProgress
+
+    if args.json or getattr(args, "no_progress", False) or not sys.stderr.isatty():
+        return MessageProgress()
+    return TqdmProgress(description)
+
+
+@contextmanager
+def client_errors() -> Iterator[None]:
+    """Client errors become ``dandizarr: <message>``; SIGTERM unwinds like Ctrl-C, so an
+    open batch is cancelled on the way out."""
+    from dandizarr.client.errors import ClientError
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    except ClientError as error:
+        raise CommandError(str(error)) from error
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("upload", help="(not implemented yet)")
+    parser = subparsers.add_parser(
+        "upload",
+        help="upload a directory into a zarr archive and verify its checksum",
+        description="Upload the directory PATH into a zarr archive: files the server already "
+        "holds with the same md5 are skipped, the rest go in batches of parallel PUTs, and the "
+        "server's checksum is compared with the local one at the end (exit status 0 only when "
+        "they are equal). An interrupted upload resumes when run again.",
+    )
+    parser.add_argument("path", metavar="PATH", help="the local zarr directory")
+    parser.add_argument(
+        "--dandiset", metavar="ID", help="the dandiset (needed unless --zarr-id is given)"
+    )
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument(
+        "--name", help="the archive's name in the dandiset (default: PATH's directory name)"
+    )
+    target.add_argument("--zarr-id", metavar="UUID", help="an existing archive")
+    parser.add_argument(
+        "--sync", action="store_true", help="also delete remote files that are absent locally"
+    )
+    parser.add_argument(
+        "--cancel-open-batch",
+        action="store_true",
+        help="cancel a batch another client left open on the archive (deletes its uploads)",
+    )
+    parser.add_argument(
+        "--hash-jobs", type=positive_int, help="parallel md5 computations (default: CPUs, <= 8)"
+    )
+    parser.add_argument(
+        "--checksum-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long to wait for the server's checksum (default: 600)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_connection_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("dandizarr upload: not implemented yet")
-    return 2
+    if not os.path.isdir(args.path):
+        raise CommandError(f"{args.path} is not a directory")
+    if not args.zarr_id and not args.dandiset:
+        raise CommandError("give --dandiset (and optionally --name), or --zarr-id")
+    progress = make_progress(args, "upload")
+    with client_errors(), make_client(args) as client:
+        result = client.upload(
+            args.path,
+            dandiset=args.dandiset,
+            name=args.name,
+            zarr_id=args.zarr_id,
+            sync=args.sync,
+            cancel_open_batch=args.cancel_open_batch,
+            hash_jobs=args.hash_jobs,
+            checksum_timeout=args.checksum_timeout,
+            progress=progress,
+        )
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(result.summary())
+    if result.changed_files:
+        shown = ", ".join(result.changed_files[:5])
+        more = f" and {len(result.changed_files) - 5} more" if len(result.changed_files) > 5 else ""
+        print(
+            f"dandizarr: {len(result.changed_files)} files changed on disk during the upload and "
+            f"were not uploaded: {shown}{more}; run the upload again to send their new content",
+            file=sys.stderr,
+        )
+    if result.server_checksum != result.expected_checksum:
+        print(
+            f"dandizarr: checksum mismatch: the server holds {result.server_checksum}, the "
+            f"local files give {result.expected_checksum}",
+            file=sys.stderr,
+        )
+    return 0 if result.ok else 1

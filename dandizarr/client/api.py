@@ -1,0 +1,377 @@
+"""``DandizarrClient``: the service's REST API (docs/api.md) plus upload, download and listing.
+
+Two HTTP sessions: one for the service (with the token) and one for presigned storage URLs
+(never with the token: it is not theirs to see, and S3 rejects a second authorization).
+Both keep a connection pool as large as the number of parallel transfers.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from dandizarr import __version__
+from dandizarr.client.errors import (
+    ApiError,
+    AuthenticationError,
+    BatchConflict,
+    ClientError,
+    NotFound,
+    PermissionDenied,
+)
+from dandizarr.client.models import Archive, DirectoryEntry, RemoteFile, ServiceInfo
+from dandizarr.client.progress import NullProgress, Progress
+from dandizarr.client.retry import RetryCounter, RetryPolicy, request_with_retry
+
+if TYPE_CHECKING:
+    from dandizarr.client.download import DownloadResult
+    from dandizarr.client.upload import UploadResult
+
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+DEFAULT_JOBS = 32
+
+
+def make_session(pool_size: int) -> requests.Session:
+    session = requests.Session()
+    # Retries are ours (RetryPolicy), not urllib3's, so they are counted and use fresh bodies.
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=pool_size, max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    session.headers["User-Agent"] = f"dandizarr-client/{__version__}"
+    return session
+
+
+def _body(response: requests.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        text = response.text.strip()
+        return text[:300] + ("..." if len(text) > 300 else "")
+
+
+class DandizarrClient:
+    """A client of one dandizarr service.
+
+    ``server`` is the service's base URL; ``token`` is needed for writes. ``jobs`` is the
+    number of parallel transfers (and the size of the connection pools).
+    """
+
+    def __init__(
+        self,
+        server: str = DEFAULT_SERVER,
+        token: str | None = None,
+        *,
+        jobs: int = DEFAULT_JOBS,
+        retry: RetryPolicy | None = None,
+        timeout: float = 120.0,
+    ) -> None:
+        if jobs < 1:
+            raise ValueError("jobs must be at least 1")
+        self.server = server.rstrip("/")
+        self.token = token
+        self.jobs = jobs
+        self.retry = retry or RetryPolicy()
+        self.timeout = timeout
+        self.retries = RetryCounter()
+        self.api_session = make_session(jobs + 4)
+        if token:
+            self.api_session.headers["Authorization"] = f"Token {token}"
+        self.storage_session = make_session(jobs + 4)
+        self._info: ServiceInfo | None = None
+
+    @classmethod
+    def from_env(
+        cls, server: str | None = None, token: str | None = None, **kwargs: Any
+    ) -> DandizarrClient:
+        """Server and token from the arguments, else ``DANDIZARR_URL`` / ``DANDIZARR_TOKEN``."""
+        return cls(
+            server or os.environ.get("DANDIZARR_URL") or DEFAULT_SERVER,
+            token or os.environ.get("DANDIZARR_TOKEN") or None,
+            **kwargs,
+        )
+
+    def close(self) -> None:
+        self.api_session.close()
+        self.storage_session.close()
+
+    def __enter__(self) -> DandizarrClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def url(self, path: str) -> str:
+        return path if path.startswith(("http://", "https://")) else f"{self.server}{path}"
+
+    def request(
+        self, method: str, path: str, *, expect: Sequence[int] = (200,), **kwargs: Any
+    ) -> requests.Response:
+        """Call the service; transient failures are retried, other errors raised as ApiError."""
+        url = self.url(path)
+        kwargs.setdefault("timeout", self.timeout)
+        try:
+            response = request_with_retry(
+                self.api_session, method, url, self.retry, counter=self.retries, **kwargs
+            )
+        except requests.RequestException as error:  # not transient: bad URL, TLS, ...
+            raise ClientError(f"cannot reach {self.server}: {error}") from error
+        if response.status_code in expect:
+            return response
+        raise self._error(method, url, response)
+
+    def _error(self, method: str, url: str, response: requests.Response) -> ApiError:
+        status = response.status_code
+        body = _body(response)
+        detail = body.get("detail") if isinstance(body, dict) else body
+        where = f"{method} {url.removeprefix(self.server)}"
+        if status == 401:
+            hint = (
+                "check --token / DANDIZARR_TOKEN"
+                if self.token
+                else "give a token with --token or DANDIZARR_TOKEN"
+            )
+            return AuthenticationError(
+                f"the server at {self.server} rejected the credentials ({detail}); {hint}",
+                status=status,
+                method=method,
+                url=url,
+                body=body,
+            )
+        classes: dict[int, type[ApiError]] = {
+            403: PermissionDenied,
+            404: NotFound,
+            409: BatchConflict,
+        }
+        error_class = classes.get(status, ApiError)
+        return error_class(
+            f"{where}: HTTP {status}: {detail}", status=status, method=method, url=url, body=body
+        )
+
+    def get_json(self, path: str, **kwargs: Any) -> Any:
+        return self.request("GET", path, **kwargs).json()
+
+    # --- service and dandisets ---------------------------------------------------------------
+
+    def info(self) -> ServiceInfo:
+        if self._info is None:
+            self._info = ServiceInfo.from_json(self.get_json("/api/info/"))
+        return self._info
+
+    def get_dandiset(self, identifier: str) -> dict[str, Any]:
+        try:
+            result: dict[str, Any] = self.get_json(f"/api/dandisets/{quote(identifier)}/")
+        except NotFound as error:
+            raise NotFound(
+                f"dandiset {identifier} does not exist on {self.server}",
+                status=error.status,
+                method=error.method,
+                url=error.url,
+                body=error.body,
+            ) from None
+        return result
+
+    def create_dandiset(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "POST", "/api/dandisets/", json={"name": name}, expect=(201,)
+        ).json()
+        return result
+
+    # --- archives ----------------------------------------------------------------------------
+
+    def get_archive(self, zarr_id: str) -> Archive:
+        try:
+            return Archive.from_json(self.get_json(f"/api/zarr/{quote(zarr_id)}/"))
+        except NotFound as error:
+            raise NotFound(
+                f"zarr archive {zarr_id} does not exist on {self.server}",
+                status=error.status,
+                method=error.method,
+                url=error.url,
+                body=error.body,
+            ) from None
+
+    def find_archive(self, dandiset: str, name: str) -> Archive | None:
+        page = self.get_json("/api/zarr/", params={"dandiset": dandiset, "name": name})
+        for item in page.get("results", []):
+            if item.get("name") == name and item.get("dandiset") == dandiset:
+                return Archive.from_json(item)
+        return None
+
+    def create_archive(self, dandiset: str, name: str) -> Archive:
+        response = self.request(
+            "POST", "/api/zarr/", json={"name": name, "dandiset": dandiset}, expect=(201,)
+        )
+        return Archive.from_json(response.json())
+
+    def wait_for_checksum(
+        self, zarr_id: str, *, timeout: float = 600.0, progress: Progress | None = None
+    ) -> Archive:
+        """Poll the archive until ``checksum_status`` is ``complete``; raise after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        interval = 0.05
+        told = False
+        while True:
+            archive = self.get_archive(zarr_id)
+            if archive.checksum_status == "complete":
+                return archive
+            if time.monotonic() >= deadline:
+                raise ClientError(
+                    f"the checksum of zarr archive {zarr_id} is still {archive.checksum_status} "
+                    f"after {timeout:.0f} s; the server's worker may be down or busy"
+                )
+            if not told and progress is not None and interval >= 1:
+                progress.message("waiting for the server to update the archive's checksum...")
+                told = True
+            time.sleep(interval)
+            interval = min(interval * 2, 2.0)
+
+    # --- browsing ----------------------------------------------------------------------------
+
+    def _files_url(self, zarr_id: str, path: str) -> str:
+        return f"/api/zarr/{quote(zarr_id)}/files/{quote(path.strip('/'), safe='/')}"
+
+    def iter_files(
+        self, zarr_id: str, prefix: str = "", *, page_size: int | None = None
+    ) -> Iterator[RemoteFile]:
+        """Every file below ``prefix`` (a directory; empty for all), in path order."""
+        params: dict[str, Any] | None = {"recursive": "true"}
+        if page_size and params is not None:
+            params["limit"] = page_size
+        url: str | None = self._files_url(zarr_id, prefix)
+        while url:
+            try:
+                page = self.get_json(url, params=params)
+            except NotFound:
+                if prefix:
+                    raise
+                return  # an empty archive has no root yet
+            for item in page["results"]:
+                yield RemoteFile(path=item["path"], size=int(item["size"]), digest=item["digest"])
+            url, params = page.get("next"), None  # ``next`` carries the query
+
+    def stat(self, zarr_id: str, path: str = "") -> dict[str, Any]:
+        """The file's record, or the directory's first page (see ``iter_directory``)."""
+        result: dict[str, Any] = self.get_json(self._files_url(zarr_id, path))
+        return result
+
+    def iter_directory(
+        self, zarr_id: str, path: str = "", *, page_size: int = 1000
+    ) -> Iterator[DirectoryEntry]:
+        """The entries of a directory: directories first, then files, each by name."""
+        url: str | None = self._files_url(zarr_id, path)
+        params: dict[str, Any] | None = {"page_size": page_size}
+        while url:
+            page = self.get_json(url, params=params)
+            if page.get("type") == "file":
+                raise ClientError(f"{path} is a file, not a directory")
+            for item in page["results"]:
+                yield DirectoryEntry(
+                    type=item["type"],
+                    name=item["name"],
+                    path=item["path"],
+                    size=int(item.get("size") or 0),
+                    digest=item.get("digest"),
+                )
+            url, params = page.get("next"), None
+
+    # --- batches -----------------------------------------------------------------------------
+
+    def batch_open(self, zarr_id: str) -> bool:
+        response = self.request("GET", f"/api/zarr/{quote(zarr_id)}/upload/", expect=(204, 404))
+        return response.status_code == 204
+
+    def start_batch(self, zarr_id: str, entries: Sequence[tuple[str, str]]) -> list[str]:
+        """Open a batch of ``(path, md5)``; returns the upload URLs in the same order."""
+        body = [{"path": path, "etag": md5} for path, md5 in entries]
+        response = self.request("POST", f"/api/zarr/{quote(zarr_id)}/upload/", json=body)
+        urls = response.json()
+        if len(urls) != len(entries):
+            raise ClientError(
+                f"the server answered {len(urls)} upload URLs for {len(entries)} files"
+            )
+        for (path, _), item in zip(entries, urls, strict=True):
+            if item["path"] != path:
+                raise ClientError(
+                    f"the server answered an upload URL for {item['path']!r}, expected {path!r}"
+                )
+        return [item["upload_url"] for item in urls]
+
+    def complete_batch(self, zarr_id: str) -> requests.Response:
+        """POST complete; the 200 or the 400 (with ``missing``/``mismatched``) is returned."""
+        return self.request(
+            "POST", f"/api/zarr/{quote(zarr_id)}/upload/complete/", expect=(200, 400)
+        )
+
+    def cancel_batch(self, zarr_id: str) -> bool:
+        """Cancel the open batch; False when none was open."""
+        response = self.request("DELETE", f"/api/zarr/{quote(zarr_id)}/upload/", expect=(204, 404))
+        return response.status_code == 204
+
+    def delete_files(self, zarr_id: str, paths: Sequence[str]) -> None:
+        """Delete files from the archive, at most ``batch_limit`` per request."""
+        limit = self.info().batch_limit
+        for start in range(0, len(paths), limit):
+            chunk = paths[start : start + limit]
+            self.request(
+                "DELETE",
+                f"/api/zarr/{quote(zarr_id)}/files/",
+                json=[{"path": p} for p in chunk],
+                expect=(204,),
+            )
+
+    # --- the work ----------------------------------------------------------------------------
+
+    def upload(
+        self,
+        root: str | Path,
+        *,
+        dandiset: str | None = None,
+        name: str | None = None,
+        zarr_id: str | None = None,
+        sync: bool = False,
+        cancel_open_batch: bool = False,
+        hash_jobs: int | None = None,
+        checksum_timeout: float = 600.0,
+        progress: Progress | None = None,
+    ) -> UploadResult:
+        """Upload the directory ``root`` into an archive and verify the server's checksum.
+
+        The archive is ``zarr_id``, or the one called ``name`` (default: the directory's
+        name) in ``dandiset``, created when absent. Returns the result; ``result.ok`` says
+        whether the server's checksum equals the expected one. Raises ClientError for
+        anything that stopped the upload.
+        """
+        from dandizarr.client.upload import Uploader, UploadOptions
+
+        options = UploadOptions(
+            dandiset=dandiset,
+            name=name,
+            zarr_id=zarr_id,
+            sync=sync,
+            cancel_open_batch=cancel_open_batch,
+            hash_jobs=hash_jobs,
+            checksum_timeout=checksum_timeout,
+        )
+        return Uploader(self, Path(root), options, progress or NullProgress()).run()
+
+    def download(
+        self,
+        zarr_id: str,
+        dest: str | Path,
+        *,
+        prefix: str = "",
+        progress: Progress | None = None,
+    ) -> DownloadResult:
+        """Download the archive (or the directory ``prefix`` of it) into ``dest`` and verify."""
+        from dandizarr.client.download import Downloader
+
+        return Downloader(self, zarr_id, Path(dest), prefix, progress or NullProgress()).run()

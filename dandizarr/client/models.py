@@ -1,0 +1,59 @@
+"""What the service returns, as small typed records (unknown fields are ignored)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Self
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True)
+class ServiceInfo:
+    version: str
+    batch_limit: int
+    presigned_url_expiry_seconds: int
+    storage: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Archive:
+    zarr_id: str
+    name: str
+    dandiset: str
+    checksum: str | None = None
+    checksum_status: str = "complete"
+    file_count: int = 0
+    size: int = 0
+    upload_in_progress: bool = False
+    frozen: bool = False
+    s3_url: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of an archive's tree: its path, size and md5 (hex)."""
+
+    path: str
+    size: int
+    digest: str
+
+
+@dataclass(frozen=True)
+class DirectoryEntry:
+    type: str  # "file" or "directory"
+    name: str
+    path: str
+    size: int
+    digest: str | None
