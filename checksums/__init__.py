@@ -1,0 +1,32 @@
+"""The zarr tree-hash engine: pure Python, no Django.
+
+``compute_tree`` hashes a whole archive from a (path, size, md5) listing; ``apply_changes``
+updates a stored tree of ``.checksum`` files for a batch of changed files; ``local`` hashes
+files on disk. The format is in /work/shared/specs/zarr-support-3.md ("Tree hashing scheme").
+"""
+
+from checksums.listing import (
+    EMPTY_DIGEST,
+    ChecksumFormatError,
+    DirectoryEntry,
+    DirectoryListing,
+    FileEntry,
+    decode_checksum_file,
+    encode_checksum_file,
+    parse_directory_digest,
+)
+from checksums.tree import TreeSummary, UnsortedEntriesError, compute_tree
+
+__all__ = [
+    "EMPTY_DIGEST",
+    "ChecksumFormatError",
+    "DirectoryEntry",
+    "DirectoryListing",
+    "FileEntry",
+    "TreeSummary",
+    "UnsortedEntriesError",
+    "compute_tree",
+    "decode_checksum_file",
+    "encode_checksum_file",
+    "parse_directory_digest",
+]

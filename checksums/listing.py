@@ -1,0 +1,315 @@
+"""Directory listings, their canonical JSON, digests and the ``.checksum`` file format.
+
+The canonical JSON of a listing is exactly what
+``json.dumps({"directories": [...], "files": [...]}, separators=(",", ":"))`` gives with
+entries ``{"digest", "name", "size"}`` sorted by name in code-point order. It is built here
+with ``%``-formatting over whole columns instead of ``json.dumps`` of dicts: the output is
+the same bytes, an order of magnitude faster (tests compare both on random names).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from json.encoder import encode_basestring_ascii  # the C encoder json.dumps itself uses
+from typing import Any
+
+EMPTY_DIGEST = "481a2f77ab786a0f45aafd5db0971caa-0--0"
+
+
+class ChecksumFormatError(ValueError):
+    """Malformed input: a .checksum file, a digest, a path, a listing entry."""
+
+
+_MD5 = re.compile(r"[0-9a-f]{32}")
+_HEX_RUN = re.compile(r"[0-9a-f]*")
+_DIR_DIGEST = re.compile(r"([0-9a-f]{32})-(0|[1-9][0-9]*)--(0|[1-9][0-9]*)")
+# Characters json.dumps (ensure_ascii) writes verbatim: printable ASCII except '"' and '\'.
+_NEEDS_ESCAPE = re.compile(r"[^ !#-\[\]-~]")
+_BAD_NAMES = ("", ".", "..")
+
+_FILE_PLAIN = '{"digest":"%s","name":"%s","size":%d}'
+_FILE_QUOTED = '{"digest":"%s","name":%s,"size":%d}'
+_DIR_PLAIN = '{"digest":"%s-%d--%d","name":"%s","size":%d}'
+_DIR_QUOTED = '{"digest":"%s-%d--%d","name":%s,"size":%d}'
+
+
+def is_md5(value: object) -> bool:
+    return type(value) is str and _MD5.fullmatch(value) is not None
+
+
+def check_md5(value: object, what: str) -> str:
+    if not is_md5(value):
+        raise ChecksumFormatError(f"{what}: not an md5 hex digest (32 lowercase hex): {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def check_size(value: object, what: str) -> int:
+    # bool is an int subclass and '%d' would happily print floats: insist on a real int.
+    if type(value) is not int or value < 0:
+        raise ChecksumFormatError(f"{what}: size must be a non-negative integer: {value!r}")
+    return value
+
+
+def check_name(value: object, what: str) -> str:
+    if type(value) is not str or value in _BAD_NAMES or "/" in value:
+        raise ChecksumFormatError(f"{what}: invalid name {value!r}")
+    return value
+
+
+def parse_directory_digest(digest: str) -> tuple[str, int, int]:
+    """``"md5-count--size"`` -> (md5, count, size)."""
+    match = _DIR_DIGEST.fullmatch(digest) if type(digest) is str else None
+    if match is None:
+        raise ChecksumFormatError(f"not a directory digest ('<md5>-<count>--<size>'): {digest!r}")
+    return match[1], int(match[2]), int(match[3])
+
+
+def _set_fields(obj: object, **values: object) -> None:
+    for key, value in values.items():
+        object.__setattr__(obj, key, value)
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    name: str
+    digest: str  # md5 hex
+    size: int
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "file entry")
+        check_md5(self.digest, f"file {self.name!r}")
+        check_size(self.size, f"file {self.name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryEntry:
+    name: str
+    digest: str  # "md5-count--size"
+    size: int
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "directory entry")
+        _, _, size = parse_directory_digest(self.digest)
+        if size != self.size:
+            raise ChecksumFormatError(
+                f"directory {self.name!r}: size {self.size!r} does not match digest {self.digest}"
+            )
+
+    @property
+    def count(self) -> int:
+        return parse_directory_digest(self.digest)[1]
+
+
+def _file_entry(name: str, digest: str, size: int) -> FileEntry:
+    """Build without re-validating: callers have validated whole columns at once."""
+    entry = object.__new__(FileEntry)
+    _set_fields(entry, name=name, digest=digest, size=size)
+    return entry
+
+
+@lru_cache(maxsize=256)
+def _repeated(template: str, n: int) -> str:
+    return ",".join([template] * n)
+
+
+def _template(template: str, n: int) -> str:
+    # Cache only small fan-outs: a template is ~40 bytes per entry.
+    return _repeated(template, n) if n <= 4096 else ",".join([template] * n)
+
+
+def _names_plain(names: Sequence[str]) -> bool:
+    return _NEEDS_ESCAPE.search("".join(names)) is None
+
+
+def files_json(names: Sequence[str], md5s: Sequence[str], sizes: Sequence[int]) -> str:
+    """The comma-separated file entries, for names already sorted and columns validated."""
+    n = len(names)
+    if n == 0:
+        return ""
+    flat: list[object] = [None] * (3 * n)
+    flat[0::3] = md5s
+    if _names_plain(names):
+        flat[1::3] = names
+        template = _FILE_PLAIN
+    else:
+        flat[1::3] = [encode_basestring_ascii(name) for name in names]
+        template = _FILE_QUOTED
+    flat[2::3] = sizes
+    return _template(template, n) % tuple(flat)
+
+
+def directories_json(entries: Sequence[tuple[str, str, int, int]]) -> str:
+    """The comma-separated directory entries from sorted (name, md5, count, size) tuples."""
+    n = len(entries)
+    if n == 0:
+        return ""
+    names = [entry[0] for entry in entries]
+    plain = _names_plain(names)
+    flat: list[object] = []
+    for name, md5, count, size in entries:
+        flat += (md5, count, size, name if plain else encode_basestring_ascii(name), size)
+    return _template(_DIR_PLAIN if plain else _DIR_QUOTED, n) % tuple(flat)
+
+
+def listing_json(directories: str, files: str) -> str:
+    return '{"directories":[' + directories + '],"files":[' + files + "]}"
+
+
+def make_digest(json_text: str, count: int, size: int) -> str:
+    return f"{hashlib.md5(json_text.encode('ascii')).hexdigest()}-{count}--{size}"
+
+
+@dataclass(eq=True)
+class DirectoryListing:
+    """One directory's immediate children, keyed by name (O(1) updates)."""
+
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    directories: dict[str, DirectoryEntry] = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        """Files recursively below this directory."""
+        return len(self.files) + sum(entry.count for entry in self.directories.values())
+
+    @property
+    def size(self) -> int:
+        """Total size of the files recursively below this directory."""
+        return sum(entry.size for entry in self.files.values()) + sum(
+            entry.size for entry in self.directories.values()
+        )
+
+    def is_empty(self) -> bool:
+        return not self.files and not self.directories
+
+    def set_file(self, entry: FileEntry) -> None:
+        self.files[entry.name] = entry
+
+    def set_directory(self, entry: DirectoryEntry) -> None:
+        self.directories[entry.name] = entry
+
+    def copy(self) -> DirectoryListing:
+        return DirectoryListing(dict(self.files), dict(self.directories))
+
+    def conflicts(self) -> list[str]:
+        """Names that are both a file and a directory here (never valid)."""
+        return sorted(self.files.keys() & self.directories.keys())
+
+    def to_json(self) -> str:
+        """The canonical JSON that is hashed."""
+        file_names = sorted(self.files)
+        files = [self.files[name] for name in file_names]
+        dirs = []
+        for name in sorted(self.directories):
+            md5, count, size = parse_directory_digest(self.directories[name].digest)
+            dirs.append((name, md5, count, size))
+        return listing_json(
+            directories_json(dirs),
+            files_json(file_names, [f.digest for f in files], [f.size for f in files]),
+        )
+
+    def digest(self) -> str:
+        return make_digest(self.to_json(), self.count, self.size)
+
+    def summary(self) -> tuple[str, int, int]:
+        """(digest, count, size) with the JSON built once."""
+        count, size = self.count, self.size
+        return make_digest(self.to_json(), count, size), count, size
+
+
+def encode_checksum_file(listing: DirectoryListing) -> bytes:
+    text = listing.to_json()
+    digest = make_digest(text, listing.count, listing.size)
+    return ('{"checksums":' + text + ',"digest":"' + digest + '"}').encode("ascii")
+
+
+# ---- decoding -------------------------------------------------------------------------------
+
+_ENTRY_KEYS = frozenset({"digest", "name", "size"})
+
+
+def _entry_columns(raw: object, kind: str) -> tuple[list[str], list[Any], list[Any]]:
+    if type(raw) is not list:
+        raise ChecksumFormatError(f'"{kind}" must be a list, not {type(raw).__name__}')
+    for index, entry in enumerate(raw):
+        if type(entry) is not dict or entry.keys() != _ENTRY_KEYS:
+            raise ChecksumFormatError(
+                f'{kind}[{index}] must be an object with keys "digest", "name", "size": {entry!r}'
+            )
+    names = [entry["name"] for entry in raw]
+    digests = [entry["digest"] for entry in raw]
+    sizes = [entry["size"] for entry in raw]
+    for index, name in enumerate(names):
+        check_name(name, f"{kind}[{index}]")
+    for index, size in enumerate(sizes):
+        check_size(size, f"{kind}[{index}] ({names[index]!r})")
+    for index in range(1, len(names)):
+        if not names[index - 1] < names[index]:
+            problem = "duplicate" if names[index - 1] == names[index] else "unsorted"
+            raise ChecksumFormatError(
+                f"{kind}: {problem} names {names[index - 1]!r}, {names[index]!r}"
+                " (names must be unique and sorted by code point)"
+            )
+    return names, digests, sizes
+
+
+def decode_checksum_file(data: bytes) -> DirectoryListing:
+    """Parse and strictly validate a ``.checksum`` file (canonical bytes only)."""
+    try:
+        document = json.loads(data)
+    except (ValueError, TypeError) as error:  # JSONDecodeError, UnicodeDecodeError
+        raise ChecksumFormatError(f".checksum is not valid JSON: {error}") from None
+    if type(document) is not dict or document.keys() != {"checksums", "digest"}:
+        raise ChecksumFormatError('.checksum must be an object with keys "checksums", "digest"')
+    checksums = document["checksums"]
+    if type(checksums) is not dict or checksums.keys() != {"directories", "files"}:
+        raise ChecksumFormatError('"checksums" must be an object with keys "directories", "files"')
+    file_names, file_digests, file_sizes = _entry_columns(checksums["files"], "files")
+    dir_names, dir_digests, dir_sizes = _entry_columns(checksums["directories"], "directories")
+
+    joined = "".join(d if type(d) is str else "?" for d in file_digests)
+    if len(joined) != 32 * len(file_digests) or _HEX_RUN.fullmatch(joined) is None:
+        for index, digest in enumerate(file_digests):
+            check_md5(digest, f"files[{index}] ({file_names[index]!r})")
+    listing = DirectoryListing()
+    listing.files = {
+        name: _file_entry(name, digest, size)
+        for name, digest, size in zip(file_names, file_digests, file_sizes, strict=True)
+    }
+    for index, (name, digest, size) in enumerate(
+        zip(dir_names, dir_digests, dir_sizes, strict=True)
+    ):
+        try:
+            listing.directories[name] = DirectoryEntry(name, digest, size)
+        except ChecksumFormatError as error:
+            raise ChecksumFormatError(f"directories[{index}]: {error}") from None
+    both = listing.conflicts()
+    if both:
+        raise ChecksumFormatError(f"names both a file and a directory: {both}")
+
+    text = listing.to_json()
+    expected = make_digest(text, listing.count, listing.size)
+    if document["digest"] != expected:
+        raise ChecksumFormatError(
+            f"digest {document['digest']!r} does not match the listing (expected {expected})"
+        )
+    canonical = '{"checksums":' + text + ',"digest":"' + expected + '"}'
+    if data != canonical.encode("ascii"):
+        raise ChecksumFormatError(
+            ".checksum is not in canonical form (spacing, key order, escaping or duplicate keys)"
+        )
+    return listing
+
+
+def sorted_names_conflict(sorted_files: Sequence[str], dir_names: Sequence[str]) -> str | None:
+    """A directory name that is also among the sorted file names, if any (binary search)."""
+    for name in dir_names:
+        index = bisect_left(sorted_files, name)
+        if index < len(sorted_files) and sorted_files[index] == name:
+            return name
+    return None
