@@ -16,15 +16,20 @@ from checksums.listing import (
     parse_directory_digest,
 )
 from checksums.tree import TreeSummary, UnsortedEntriesError, compute_tree
+from checksums.update import ChecksumTree, FileState, MemoryChecksumTree, apply_changes
 
 __all__ = [
     "EMPTY_DIGEST",
     "ChecksumFormatError",
+    "ChecksumTree",
     "DirectoryEntry",
     "DirectoryListing",
     "FileEntry",
+    "FileState",
+    "MemoryChecksumTree",
     "TreeSummary",
     "UnsortedEntriesError",
+    "apply_changes",
     "compute_tree",
     "decode_checksum_file",
     "encode_checksum_file",

@@ -12,9 +12,10 @@ The per-file work is one ``rpartition`` and three list appends; everything else
 
 from __future__ import annotations
 
+import itertools
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from bisect import bisect_left
 from operator import itemgetter
 
 from checksums.listing import (
@@ -100,7 +101,7 @@ def _finish(
             sizes = [sizes[i] for i in order]
             names = ordered
         if len(set(names)) != len(names):
-            dupes = sorted({a for a, b in zip(names, names[1:], strict=False) if a == b})
+            dupes = sorted({a for a, b in itertools.pairwise(names) if a == b})
             raise ChecksumFormatError(f"duplicate path(s) {[node.prefix + d for d in dupes]}")
         # Sorted: "" comes first and "." / ".." sit together where "." would be inserted.
         dot = bisect_left(names, ".")
@@ -225,7 +226,7 @@ def compute_tree(
     if isinstance(entries, Collection):
         try:
             paths = list(map(_path_of, entries))
-            in_order = all(a < b for a, b in zip(paths, paths[1:], strict=False))
+            in_order = all(a < b for a, b in itertools.pairwise(paths))
         except (TypeError, IndexError, KeyError) as error:
             raise ChecksumFormatError(
                 f"malformed entry (expected (path, size, md5)): {error}"
