@@ -1,0 +1,83 @@
+"""A tiny real HTTP server in a thread whose answers a test scripts, one per request."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class ScriptedServer:
+    """Answers requests with the scripted replies in order, then with ``default``."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.default = Reply(200, b"ok")
+        self.seen: list[Seen] = []
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with outer._lock:
+                    outer.seen.append(
+                        Seen(self.command, self.path, dict(self.headers.items()), body)
+                    )
+                    reply = outer.replies.pop(0) if outer.replies else outer.default
+                data = reply.body
+                if not isinstance(data, bytes):
+                    data = json.dumps(data).encode()
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                else:
+                    self.send_response(reply.status)
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def scripted_server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as server:
+        yield server
