@@ -142,9 +142,9 @@ def _enter(stack: list[_OpenDir], directory: str, on_directory: OnDirectory | No
         return top
     for name in directory[len(top.prefix) :].split("/"):
         if name in ("", ".", ".."):
-            raise ChecksumFormatError(
-                f"path under {directory!r}: empty, '.' or '..' segment, or a leading '/'"
-            )
+            if directory.startswith("/"):
+                raise ChecksumFormatError(f"paths must be relative (no leading '/'): {directory!r}")
+            raise ChecksumFormatError(f"empty, '.' or '..' segment in directory {directory!r}")
         if name in top.dir_names:
             raise UnsortedEntriesError(
                 f"entries under {top.prefix + name!r} are not contiguous: the input is not sorted"

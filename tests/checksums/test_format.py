@@ -248,7 +248,10 @@ DIRS = ["checksums", "directories"]
         ),
         (tamper(_set(["digest"], 5)), "does not match the listing"),
         (tamper(lambda d: d["checksums"]["files"].reverse()), "unsorted"),
-        (tamper(lambda d: d["checksums"]["files"].insert(1, d["checksums"]["files"][0])), "duplicate"),
+        (
+            tamper(lambda d: d["checksums"]["files"].insert(1, d["checksums"]["files"][0])),
+            "duplicate",
+        ),
         (
             tamper(lambda d: (_set([*FILES, 0, "name"], "d")(d), _recompute_digest(d))),
             "both a file and a directory",
