@@ -7,6 +7,7 @@ logs every request, so tests and benchmarks can count storage round trips.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -61,6 +62,10 @@ def _slice(value: bytes, start: int, end: int | None) -> bytes:
     return value[start:end]
 
 
+def _file_version(stat: os.stat_result) -> str:
+    return f"{stat.st_ino}-{stat.st_mtime_ns}-{stat.st_size}"
+
+
 def _version_of(value: bytes) -> str:
     return hashlib.md5(value, usedforsecurity=False).hexdigest()
 
@@ -99,7 +104,9 @@ class MemoryStore:
 class DirectoryStore:
     """Keys are files under ``root``; writes are atomic (temp file + rename).
 
-    The version is ``<mtime_ns>-<size>``: it changes on every rewrite without hashing.
+    The version is ``<inode>-<mtime_ns>-<size>``: it changes on every rewrite without hashing.
+    Kernels stamp mtimes from a coarse clock, so ``set`` moves the new file's mtime past the
+    old one's: two same-size writes within one clock tick would otherwise share a version.
     """
 
     root: Path
@@ -124,7 +131,7 @@ class DirectoryStore:
         try:
             with open(self._path(key), "rb") as handle:
                 stat = os.fstat(handle.fileno())
-                version = f"{stat.st_mtime_ns}-{stat.st_size}"
+                version = _file_version(stat)
                 if if_version is not None and if_version != version:
                     raise VersionMismatch(key)
                 size = stat.st_size
@@ -145,6 +152,11 @@ class DirectoryStore:
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(value)
+                handle.flush()
+                mtime = os.fstat(handle.fileno()).st_mtime_ns
+                with contextlib.suppress(FileNotFoundError):
+                    mtime = max(mtime, path.stat().st_mtime_ns + 1)
+                os.utime(handle.fileno(), ns=(mtime, mtime))
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
