@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 
@@ -18,6 +19,10 @@ class Progress(Protocol):
     def message(self, text: str) -> None:
         """A line for the user (a stage begins, a batch is retried, a file changed)."""
 
+    def batch(self, number: int, paths: Sequence[str]) -> None:
+        """Batch ``number`` (from 1) was opened on the server for these files; their PUTs
+        start next."""
+
     def close(self) -> None: ...
 
 
@@ -29,6 +34,9 @@ class NullProgress:
         pass
 
     def message(self, text: str) -> None:
+        pass
+
+    def batch(self, number: int, paths: Sequence[str]) -> None:
         pass
 
     def close(self) -> None:
@@ -80,6 +88,11 @@ class TqdmProgress:
 
         with self._lock:
             tqdm.write(text, file=self._file)
+
+    def batch(self, number: int, paths: Sequence[str]) -> None:
+        with self._lock:
+            if self._files is not None:
+                self._files.set_postfix(batch=number, refresh=False)
 
     def close_unlocked(self) -> None:
         for bar in (self._bytes, self._files):

@@ -227,6 +227,7 @@ class Uploader:
         self.archive: Archive | None = None
         self.journal: BatchJournal | None = None
         self._batch_open = False
+        self._batch_number = 0
         self._abort = threading.Event()
         self._stop = threading.Event()
         self._counter_lock = threading.Lock()
@@ -525,6 +526,8 @@ class Uploader:
                 raise ClientError(message) from None
             raise
         self._batch_open = True
+        self._batch_number += 1
+        self.progress.batch(self._batch_number, [e.path for e in pending])
         return urls
 
     def _complete(self, pending: Sequence[LocalFile], urls: Sequence[str]) -> None:

@@ -1,0 +1,184 @@
+"""Upload 10,000 files of 4 KiB to the local service with S3 on moto's server, and compare
+with the ceiling: the raw rate of presigned PUTs to that same S3, measured in the same run.
+
+Everything runs on this machine as separate processes: moto's server, the service
+(``dandizarr serve``: SQLite, tasks inline) and this process as the client. The ceiling is
+measured before and after the upload and the better of the two is used, so the ratio is not
+flattered by a warming or tiring moto.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import requests
+
+FILES = int(os.environ.get("BENCH_UPLOAD_FILES", "10000"))
+FILE_SIZE = 4096
+JOBS = int(os.environ.get("BENCH_UPLOAD_JOBS", "32"))
+TARGET = 0.80
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(url: str, process: subprocess.Popen[bytes], what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {process.returncode}")
+        try:
+            requests.get(url, timeout=2)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not answer at {url} within {timeout:.0f} s")
+
+
+def _make_files(root: Path) -> list[str]:
+    """A zarr-like layout: 100 files per directory, random content."""
+    paths = []
+    for i in range(FILES):
+        path = f"0/{i // 100}/{i % 100}"
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(os.urandom(FILE_SIZE))
+        paths.append(path)
+    return paths
+
+
+def _ceiling(moto: str, bucket: str, root: Path, paths: list[str], label: str) -> float:
+    """Presigned PUTs of the same files, as fast as the same pool and sessions allow."""
+    import boto3
+
+    from dandizarr.client.api import make_session
+
+    s3 = boto3.client("s3", endpoint_url=moto, region_name="us-east-1")
+    bodies = []
+    for path in paths:
+        data = (root / path).read_bytes()
+        bodies.append((data, base64.b64encode(hashlib.md5(data).digest()).decode()))
+    urls = [
+        s3.generate_presigned_url(
+            "put_object",
+            Params={"Bucket": bucket, "Key": f"ceiling-{label}/{path}", "ContentMD5": md5},
+            ExpiresIn=3600,
+        )
+        for path, (_, md5) in zip(paths, bodies, strict=True)
+    ]
+    session = make_session(JOBS + 4)
+
+    def put(i: int) -> None:
+        data, md5 = bodies[i]
+        response = session.put(urls[i], data=data, headers={"Content-MD5": md5}, timeout=60)
+        response.raise_for_status()
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(JOBS) as pool:
+        list(pool.map(put, range(len(paths))))
+    elapsed = time.perf_counter() - started
+    session.close()
+    return len(paths) / elapsed
+
+
+def main() -> None:
+    import boto3
+
+    from dandizarr.client import DandizarrClient
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    bin_dir = Path(sys.executable).parent
+    with tempfile.TemporaryDirectory(prefix="bench-upload-") as tmp:
+        tmp_path = Path(tmp)
+        moto_port, service_port = _free_port(), _free_port()
+        moto = f"http://127.0.0.1:{moto_port}"
+        service = f"http://127.0.0.1:{service_port}"
+        processes: list[subprocess.Popen[bytes]] = []
+        try:
+            processes.append(
+                subprocess.Popen(
+                    [str(bin_dir / "moto_server"), "-H", "127.0.0.1", "-p", str(moto_port)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            _wait_for(moto, processes[-1], "moto_server")
+            bucket = "bench-upload"
+            boto3.client("s3", endpoint_url=moto, region_name="us-east-1").create_bucket(
+                Bucket=bucket
+            )
+            env = {
+                key: value
+                for key, value in os.environ.items()
+                if key not in {"DATABASE_URL", "CELERY_BROKER_URL"}
+            }
+            env.update(
+                DANDIZARR_DATA_DIR=str(tmp_path / "service"),
+                DANDIZARR_PORT=str(service_port),
+                DANDIZARR_STORAGE="s3",
+                DANDIZARR_S3_ENDPOINT_URL=moto,
+                DANDIZARR_S3_BUCKET=bucket,
+                DANDIZARR_LOG_LEVEL="WARNING",
+            )
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "dandizarr.cli", "serve"],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            _wait_for(service + "/api/info/", processes[-1], "dandizarr serve")
+            token = (tmp_path / "service" / "admin-token").read_text().strip()
+
+            src = tmp_path / "src.zarr"
+            paths = _make_files(src)
+            print(f"{FILES:,} files of {FILE_SIZE} bytes, {JOBS} parallel PUTs")
+            ceiling_before = _ceiling(moto, bucket, src, paths, "before")
+            print(f"ceiling (presigned PUTs to moto), before: {ceiling_before:,.0f} files/s")
+
+            with DandizarrClient(service, token, jobs=JOBS) as client:
+                dandiset = client.create_dandiset("bench")["identifier"]
+                result = client.upload(src, dandiset=dandiset)
+            if not result.ok:
+                raise RuntimeError(f"upload did not verify: {result.to_json()}")
+            rate = result.uploaded_files / result.elapsed_seconds
+            print(
+                f"dandizarr upload: {result.uploaded_files:,} files in "
+                f"{result.elapsed_seconds:.1f} s = {rate:,.0f} files/s "
+                f"({result.batches} batches, {result.retries} retries), checksum verified"
+            )
+            ceiling_after = _ceiling(moto, bucket, src, paths, "after")
+            print(f"ceiling (presigned PUTs to moto), after: {ceiling_after:,.0f} files/s")
+            ceiling = max(ceiling_before, ceiling_after)
+            ratio = rate / ceiling
+            verdict = "meets" if ratio >= TARGET else "MISSES"
+            print(
+                f"upload rate / ceiling = {rate:,.0f} / {ceiling:,.0f} = {ratio:.0%} "
+                f"({verdict} the {TARGET:.0%} target)"
+            )
+        finally:
+            for process in reversed(processes):
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""Upload and download against the live service (S3 on moto, PostgreSQL, tasks inline)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from checksums import compute_tree
+from dandizarr.client import AuthenticationError, BatchConflict, NotFound
+from dandizarr.client.progress import NullProgress
+from tests.client.conftest import Service, make_tree
+
+
+def local_checksum(root: Path) -> str:
+    entries = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            import hashlib
+
+            data = path.read_bytes()
+            entries.append(
+                (path.relative_to(root).as_posix(), len(data), hashlib.md5(data).hexdigest())
+            )
+    return compute_tree(entries).digest
+
+
+def test_round_trip_upload_then_download(
+    service: Service, tree: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    root, files = tree
+    with service.client() as client:
+        result = client.upload(root, dandiset=service.dandiset)
+    assert result.ok, result
+    assert result.name == "sample.zarr"
+    assert (result.uploaded_files, result.skipped_files) == (40, 0)
+    assert result.batches == 6  # 40 files, 7 per batch
+    assert result.server_checksum == local_checksum(root)
+    assert service.remote_files(result.zarr_id) == {
+        path: ((root / path).stat().st_size, md5) for path, md5 in files.items()
+    }
+    archive = service.archive(result.zarr_id)
+    assert (archive["file_count"], archive["checksum"]) == (40, result.server_checksum)
+
+    dest = tmp_path / "copy"
+    with service.client() as client:
+        downloaded = client.download(result.zarr_id, dest)
+    assert downloaded.ok and downloaded.downloaded_files == 40
+    assert downloaded.local_checksum == result.server_checksum
+    for path in files:
+        assert (dest / path).read_bytes() == (root / path).read_bytes()
+
+    # A directory of it, through the CLI; then again with nothing left to fetch.
+    sub = tmp_path / "sub"
+    done = service.cli("download", result.zarr_id, str(sub), "--path", "0/c")
+    assert done.returncode == 0, done.stderr
+    chunk_files = [p for p in files if p.startswith("0/c/")]
+    assert sorted(p.relative_to(sub).as_posix() for p in sub.rglob("*") if p.is_file()) == sorted(
+        p.removeprefix("0/c/") for p in chunk_files
+    )
+    status, again = service.cli_json("download", result.zarr_id, str(sub), "--path", "0/c")
+    assert status == 0 and again["ok"]
+    assert (again["downloaded_files"], again["skipped_files"]) == (0, len(chunk_files))
+
+
+def test_second_upload_sends_only_what_changed(
+    service: Service, tree: tuple[Path, dict[str, str]]
+) -> None:
+    root, _ = tree
+    status, first = service.cli_json("upload", str(root), "--dandiset", service.dandiset)
+    assert status == 0 and first["uploaded_files"] == 40
+    status, second = service.cli_json("upload", str(root), "--dandiset", service.dandiset)
+    assert status == 0 and second["ok"]
+    assert (second["zarr_id"], second["uploaded_files"], second["skipped_files"]) == (
+        first["zarr_id"],
+        0,
+        40,
+    )
+    (root / "0/c/0/1").write_bytes(b"new content")
+    (root / "0/c/new").write_bytes(b"a new file")
+    status, third = service.cli_json("upload", str(root), "--zarr-id", first["zarr_id"])
+    assert status == 0 and third["ok"]
+    assert (third["uploaded_files"], third["skipped_files"]) == (2, 39)
+    assert third["server_checksum"] == local_checksum(root)
+
+
+def test_sync_deletes_remote_files_absent_locally(
+    service: Service, tree: tuple[Path, dict[str, str]]
+) -> None:
+    root, _ = tree
+    status, first = service.cli_json("upload", str(root), "--dandiset", service.dandiset)
+    assert status == 0
+    zarr_id = first["zarr_id"]
+    for gone in ("0/c/0/1", "1/c/0.0", ".zattrs"):
+        (root / gone).unlink()
+    # Without --sync the remote files stay, and the check is against what the server should
+    # then hold.
+    status, kept = service.cli_json("upload", str(root), "--zarr-id", zarr_id)
+    assert status == 0 and kept["ok"]
+    assert (kept["remote_only_files"], kept["deleted_files"]) == (3, 0)
+    assert kept["server_checksum"] == first["server_checksum"] != kept["local_checksum"]
+    status, synced = service.cli_json("upload", str(root), "--zarr-id", zarr_id, "--sync")
+    assert status == 0 and synced["ok"]
+    assert synced["deleted_files"] == 3
+    assert synced["server_checksum"] == synced["local_checksum"] == local_checksum(root)
+    remote = service.remote_files(zarr_id)
+    assert len(remote) == 37 and "0/c/0/1" not in remote and ".zattrs" not in remote
+
+
+class ChangeFileOnFirstBatch(NullProgress):
+    """Rewrites the first file of the first batch after it was hashed, before its PUT."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.victim = ""
+        self.batches: list[list[str]] = []
+
+    def batch(self, number: int, paths: Sequence[str]) -> None:
+        self.batches.append(list(paths))
+        if number == 1:
+            self.victim = paths[0]
+            (self.root / self.victim).write_bytes(b"changed after hashing")
+
+
+def test_file_changed_between_hashing_and_upload_is_reported_not_uploaded(
+    service: Service, tree: tuple[Path, dict[str, str]]
+) -> None:
+    root, _ = tree
+    progress = ChangeFileOnFirstBatch(root)
+    with service.client() as client:
+        result = client.upload(root, dandiset=service.dandiset, progress=progress)
+    victim = progress.victim
+    assert result.changed_files == [victim]
+    assert not result.ok
+    assert result.uploaded_files == 39
+    # The first batch was started again without it.
+    assert result.batch_restarts == 1
+    assert victim not in progress.batches[1]
+    remote = service.remote_files(result.zarr_id)
+    assert victim not in remote and len(remote) == 39
+    # Nothing of it reached storage either (its batch was cancelled).
+    assert not [k for k in service.bucket_keys() if k.endswith("/" + victim)]
+    # The next run sends its current content.
+    with service.client() as client:
+        again = client.upload(root, zarr_id=result.zarr_id)
+    assert again.ok and (again.uploaded_files, again.skipped_files) == (1, 39)
+    assert service.remote_files(result.zarr_id)[victim][1] == again_md5(root / victim)
+
+
+def again_md5(path: Path) -> str:
+    import hashlib
+
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def test_another_clients_open_batch_is_a_clear_409(
+    service: Service, tree: tuple[Path, dict[str, str]]
+) -> None:
+    root, _ = tree
+    response = service.api(
+        "POST", "/api/zarr/", json={"name": "busy.zarr", "dandiset": service.dandiset}
+    )
+    assert response.status_code == 201, response.text
+    zarr_id = response.json()["zarr_id"]
+    opened = service.api(
+        "POST", f"/api/zarr/{zarr_id}/upload/", json=[{"path": "x", "etag": "0" * 32}]
+    )
+    assert opened.status_code == 200, opened.text
+
+    done = service.cli("upload", str(root), "--zarr-id", zarr_id)
+    assert done.returncode == 1
+    assert "has an upload batch open that this machine did not start" in done.stderr
+    assert "--cancel-open-batch" in done.stderr
+    # Someone else's batch is left alone.
+    assert service.api("GET", f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    with service.client() as client, pytest.raises(BatchConflict):
+        client.upload(root, zarr_id=zarr_id)
+
+    status, result = service.cli_json("upload", str(root), "--zarr-id", zarr_id,
+                                      "--cancel-open-batch")  # fmt: skip
+    assert status == 0 and result["ok"] and result["uploaded_files"] == 40
+    assert "x" not in service.remote_files(zarr_id)
+
+
+def test_bad_token_and_unknown_dandiset_are_clear(
+    service: Service, tree: tuple[Path, dict[str, str]]
+) -> None:
+    root, _ = tree
+    done = service.cli("upload", str(root), "--dandiset", service.dandiset, "--token", "nope")
+    assert done.returncode == 1
+    assert "rejected the credentials" in done.stderr and "Traceback" not in done.stderr
+    done = service.cli("upload", str(root), "--dandiset", "999999")
+    assert done.returncode == 1
+    assert "dandiset 999999 does not exist" in done.stderr and "Traceback" not in done.stderr
+    done = service.cli("upload", str(root), "--dandiset", service.dandiset, DANDIZARR_TOKEN="")
+    assert done.returncode == 1 and "needs an API token" in done.stderr
+    done = service.cli("ls", "00000000-0000-0000-0000-000000000000")
+    assert done.returncode == 1 and "does not exist" in done.stderr
+    with service.client(token="nope") as client, pytest.raises(AuthenticationError):
+        client.upload(root, dandiset=service.dandiset)
+    with service.client() as client, pytest.raises(NotFound):
+        client.upload(root, dandiset="999999")
+
+
+def test_ls_lists_directories_with_sizes_and_digests(service: Service, tmp_path: Path) -> None:
+    root = tmp_path / "small.zarr"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "c").write_bytes(b"12345")
+    (root / "a" / "d").write_bytes(b"123")
+    (root / "top").write_bytes(b"1")
+    with service.client() as client:
+        result = client.upload(root, dandiset=service.dandiset)
+    assert result.ok
+    zarr_id = result.zarr_id
+
+    done = service.cli("ls", zarr_id)
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()]
+    assert [line[-1] for line in lines] == ["a/", "top"]
+    assert lines[0][0] == "8" and lines[1][:2] == ["1", again_md5(root / "top")]
+
+    done = service.cli("ls", zarr_id, "a")
+    assert [line.split()[-1] for line in done.stdout.splitlines()] == ["b/", "d"]
+    done = service.cli("ls", zarr_id, "a/b/c")
+    assert done.stdout.split() == ["5", again_md5(root / "a/b/c"), "a/b/c"]
+    done = service.cli("ls", zarr_id, "-r")
+    assert [line.split()[-1] for line in done.stdout.splitlines()] == ["a/b/c", "a/d", "top"]
+    done = service.cli("ls", zarr_id, "nothing/here")
+    assert done.returncode == 1 and "404" in done.stderr
+
+
+def test_empty_directory_uploads_to_an_empty_archive(service: Service, tmp_path: Path) -> None:
+    root = tmp_path / "empty.zarr"
+    root.mkdir()
+    with service.client() as client:
+        result = client.upload(root, dandiset=service.dandiset)
+    assert result.ok and result.uploaded_files == 0 and result.batches == 0
+
+
+def test_many_files_in_more_batches(service: Service, tmp_path: Path) -> None:
+    root = tmp_path / "bigger.zarr"
+    make_tree(root, 150, seed=3, size=3000)
+    status, result = service.cli_json("upload", str(root), "--dandiset", service.dandiset,
+                                      "-j", "16")  # fmt: skip
+    assert status == 0 and result["ok"]
+    assert result["uploaded_files"] == 150 and result["batches"] == 22
+    assert result["server_checksum"] == local_checksum(root)
