@@ -219,6 +219,8 @@ class LocalObjectStore(ObjectStore):
         if expected_md5 is not None:
             expected_md5 = check_md5_hex(expected_md5)
         path = self.path_of(key)
+        if path.is_dir():
+            raise ObjectStoreError(f"{key}: keys below it exist")
         fd, tmp = self._temp_file_for(key, path)
         try:
             md5 = hashlib.md5(usedforsecurity=False)
@@ -244,6 +246,8 @@ class LocalObjectStore(ObjectStore):
             try:
                 os.replace(tmp, path)
             except IsADirectoryError as error:
+                # Keys below it appeared meanwhile; the sidecar would keep their parent alive.
+                _meta_path(path).unlink(missing_ok=True)
                 raise ObjectStoreError(f"{key}: keys below it exist") from error
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,50 @@
+"""The ``store`` fixture: every test using it runs once per backend.
+
+The local backend is the one the web app builds from the settings, with its presigned URLs
+answered by a real Django server (``live_server``); the S3 one talks to moto over HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import LazySettings
+
+from objectstore import ObjectStore
+from objectstore.local import LocalObjectStore
+from objectstore.s3 import S3ObjectStore
+from zarr_api.storage import get_store
+
+
+@pytest.fixture
+def local_store(
+    request: pytest.FixtureRequest, tmp_path: Path, settings: LazySettings
+) -> Iterator[LocalObjectStore]:
+    live_server = request.getfixturevalue("live_server")
+    settings.DANDIZARR_STORAGE = "local"
+    settings.DANDIZARR_LOCAL_STORAGE_DIR = tmp_path / "storage"
+    settings.PUBLIC_URL = live_server.url
+    # The very store the storage view uses (the settings change reset the cached one).
+    store = get_store()
+    assert isinstance(store, LocalObjectStore)
+    assert store.root == (tmp_path / "storage").resolve()
+    yield store
+
+
+@pytest.fixture
+def s3_store(moto_server: str, s3_bucket: str) -> S3ObjectStore:
+    return S3ObjectStore(
+        s3_bucket,
+        endpoint_url=moto_server,
+        access_key_id="testing",
+        secret_access_key="testing",
+    )
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request: pytest.FixtureRequest) -> ObjectStore:
+    fixture = {"local": "local_store", "s3": "s3_store"}[request.param]
+    result: ObjectStore = request.getfixturevalue(fixture)
+    return result

@@ -1,0 +1,332 @@
+"""One suite, run against both backends: they must be interchangeable."""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import requests
+
+from objectstore import (
+    DELETE_BATCH_SIZE,
+    InvalidRange,
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectStore,
+    PreconditionFailed,
+)
+from objectstore.base import content_md5_header
+from objectstore.s3 import S3ObjectStore
+from sharding.store import ObjectStoreKV, VersionMismatch
+
+DIGITS = b"0123456789"
+
+
+def md5(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def test_put_returns_info_and_get_returns_body(store: ObjectStore) -> None:
+    info = store.put("a/b/c.bin", DIGITS, content_type="application/octet-stream")
+    assert info == ObjectInfo("a/b/c.bin", 10, md5(DIGITS))
+    assert store.get("a/b/c.bin") == DIGITS
+
+
+def test_put_overwrites(store: ObjectStore) -> None:
+    store.put("k", b"old")
+    info = store.put("k", b"new body")
+    assert store.get("k") == b"new body"
+    assert store.head("k") == info == ObjectInfo("k", 8, md5(b"new body"))
+
+
+def test_get_missing_raises(store: ObjectStore) -> None:
+    with pytest.raises(ObjectNotFound) as raised:
+        store.get("no/such/key")
+    assert raised.value.key == "no/such/key"
+    # A "directory" of other keys is not an object either.
+    store.put("dir/child", b"x")
+    with pytest.raises(ObjectNotFound):
+        store.get("dir")
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "expected"),
+    [
+        (0, None, DIGITS),
+        (2, 5, b"234"),
+        (7, None, b"789"),
+        (5, 100, b"56789"),  # an end past the object is clamped
+        (9, 10, b"9"),
+        (-3, None, b"789"),  # suffix
+        (-30, None, DIGITS),  # a suffix longer than the object is the whole object
+        (10, None, b""),  # at the end, not past it
+        (4, 4, b""),
+    ],
+)
+def test_get_range(store: ObjectStore, start: int, end: int | None, expected: bytes) -> None:
+    store.put("digits", DIGITS)
+    assert store.get_range("digits", start, end) == expected
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [(11, None), (11, 20), (11, 11), (5, 3), (-2, 5)],
+)
+def test_get_range_invalid(store: ObjectStore, start: int, end: int | None) -> None:
+    store.put("digits", DIGITS)
+    with pytest.raises(InvalidRange):
+        store.get_range("digits", start, end)
+
+
+def test_get_range_of_empty_object(store: ObjectStore) -> None:
+    store.put("empty", b"")
+    assert store.get_range("empty", 0) == b""
+    assert store.get_range("empty", 0, 10) == b""
+    assert store.get_range("empty", -5) == b""
+    with pytest.raises(InvalidRange):
+        store.get_range("empty", 1)
+
+
+def test_get_range_missing(store: ObjectStore) -> None:
+    with pytest.raises(ObjectNotFound):
+        store.get_range("missing", 0, 4)
+    with pytest.raises(ObjectNotFound):
+        store.get_range("missing", 3, 3)
+
+
+def test_read_range_returns_etag_and_checks_if_match(store: ObjectStore) -> None:
+    etag = store.put("obj", DIGITS).etag
+    assert store.read_range("obj", 1, 3) == (b"12", md5(DIGITS))
+    assert store.read_range("obj", -2, if_match=etag) == (b"89", etag)
+    # The quoted HTTP form is accepted too.
+    assert store.read_range("obj", 0, 1, if_match=f'"{etag}"') == (b"0", etag)
+    # The same empty range check travels with the condition.
+    assert store.read_range("obj", 10, if_match=etag) == (b"", etag)
+    with pytest.raises(PreconditionFailed) as raised:
+        store.read_range("obj", 0, 4, if_match=md5(b"something else"))
+    assert raised.value.key == "obj"
+
+
+def test_read_range_if_match_after_the_object_changed(store: ObjectStore) -> None:
+    old = store.put("obj", b"version one").etag
+    store.put("obj", b"version two")
+    with pytest.raises(PreconditionFailed):
+        store.read_range("obj", 0, 7, if_match=old)
+    # The precondition is evaluated before the range, as S3 does.
+    with pytest.raises(PreconditionFailed):
+        store.read_range("obj", 100, if_match=old)
+    with pytest.raises(PreconditionFailed):
+        store.read_range("obj", 3, 3, if_match=old)
+
+
+def test_sharding_adapter_maps_conditional_reads(store: ObjectStore) -> None:
+    kv = ObjectStoreKV(store, prefix="zarr/x/")
+    kv.set("c/0", DIGITS)
+    read = kv.get_range("c/0", -4)
+    assert read is not None
+    assert read.data == b"6789"
+    store.put("zarr/x/c/0", b"rewritten")
+    with pytest.raises(VersionMismatch):
+        kv.get_range("c/0", 0, 2, if_version=read.version)
+    assert kv.get_range("absent", 0, 2) is None
+    assert list(kv.list_prefix("c/")) == ["c/0"]
+
+
+def test_iter_chunks(store: ObjectStore) -> None:
+    body = bytes(range(256)) * 4 + b"tail"
+    store.put("big", body)
+    chunks = list(store.iter_chunks("big", chunk_size=100))
+    assert b"".join(chunks) == body
+    assert len(chunks) > 1
+    assert all(0 < len(chunk) <= 100 for chunk in chunks)
+
+
+def test_iter_chunks_missing_raises_at_call(store: ObjectStore) -> None:
+    # Not on first iteration: the caller learns before starting to stream a response.
+    with pytest.raises(ObjectNotFound):
+        store.iter_chunks("missing")
+
+
+def test_head(store: ObjectStore) -> None:
+    body = b"hello world"
+    store.put("dir/hello.txt", body)
+    assert store.head("dir/hello.txt") == ObjectInfo("dir/hello.txt", len(body), md5(body))
+    assert store.head("dir/absent") is None
+    assert store.head("dir") is None
+    assert store.exists("dir/hello.txt")
+    assert not store.exists("dir/absent")
+
+
+def test_head_many(store: ObjectStore) -> None:
+    keys = [f"many/{i}" for i in range(40)]
+    for key in keys[:30]:
+        store.put(key, key.encode())
+    result = store.head_many(keys, max_workers=16)
+    assert list(result) == keys
+    for key in keys[:30]:
+        assert result[key] == ObjectInfo(key, len(key), md5(key.encode()))
+    assert all(result[key] is None for key in keys[30:])
+    assert store.head_many([]) == {}
+
+
+# Chosen so UTF-8 byte order differs from UTF-16 order (U+FFFF vs U+1F600) and '/' sorts
+# between '-' and '0' (a naive directory walk would get these wrong).
+LISTED_KEYS = [
+    "p/A",
+    "p/a-b",
+    "p/a/b",
+    "p/a/c/d",
+    "p/a0",
+    "p/ab",
+    "p/z",
+    "p/é",
+    "p/\uffff",
+    "p/\U0001f600",
+]
+
+
+def put_listed_keys(store: ObjectStore) -> None:
+    for key in reversed(LISTED_KEYS):
+        store.put(key, key.encode())
+    store.put("other/x", b"not under p/")
+
+
+def test_listed_keys_order_is_utf8_byte_order() -> None:
+    # The expectation itself: byte order, which differs from UTF-16 code unit order here.
+    assert sorted(LISTED_KEYS, key=lambda k: k.encode("utf-8")) == LISTED_KEYS
+    assert sorted(LISTED_KEYS, key=lambda k: k.encode("utf-16-be")) != LISTED_KEYS
+
+
+def test_list_in_utf8_byte_order(store: ObjectStore) -> None:
+    put_listed_keys(store)
+    listed = list(store.list("p/"))
+    assert [info.key for info in listed] == LISTED_KEYS
+    assert all(
+        info == ObjectInfo(info.key, len(info.key.encode()), md5(info.key.encode()))
+        for info in listed
+    )
+    assert [info.key for info in store.list()] == sorted(
+        [*LISTED_KEYS, "other/x"], key=lambda k: k.encode()
+    )
+
+
+def test_list_prefix_is_a_string_prefix(store: ObjectStore) -> None:
+    put_listed_keys(store)
+    assert [info.key for info in store.list("p/a")] == [
+        "p/a-b",
+        "p/a/b",
+        "p/a/c/d",
+        "p/a0",
+        "p/ab",
+    ]
+    assert [info.key for info in store.list("p/a/")] == ["p/a/b", "p/a/c/d"]
+    assert [info.key for info in store.list("p/a/c/d")] == ["p/a/c/d"]
+    assert list(store.list("p/nothing")) == []
+    assert list(store.list("nothing/")) == []
+
+
+def test_list_start_after(store: ObjectStore) -> None:
+    put_listed_keys(store)
+
+    def keys(start_after: str) -> list[str]:
+        return [info.key for info in store.list("p/", start_after=start_after)]
+
+    assert keys("p/a/b") == LISTED_KEYS[3:]
+    # Not itself a key, and inside a "directory": its later siblings still come.
+    assert keys("p/a/c") == LISTED_KEYS[3:]
+    assert keys("p/a/") == LISTED_KEYS[2:]
+    assert keys("p/é") == LISTED_KEYS[8:]
+    assert keys("p/\U0001f600") == []
+    assert keys("a") == LISTED_KEYS  # before the prefix
+
+
+def test_list_pagination(store: ObjectStore) -> None:
+    put_listed_keys(store)
+    calls: list[Any] = []
+    if isinstance(store, S3ObjectStore):
+        store.client.meta.events.register(
+            "provide-client-params.s3.ListObjectsV2", lambda params, **_: calls.append(params)
+        )
+    pages = [info.key for info in store.list("p/", page_size=3)]
+    assert pages == LISTED_KEYS
+    start_after = [info.key for info in store.list("p/", start_after="p/a0", page_size=2)]
+    assert start_after == LISTED_KEYS[5:]
+    if isinstance(store, S3ObjectStore):
+        # 10 keys, 3 a page: 4 requests; then 5 keys, 2 a page: 3 requests.
+        assert len(calls) == 4 + 3
+        assert all(params["MaxKeys"] in (2, 3) for params in calls)
+
+
+def test_delete_many_more_than_one_batch(store: ObjectStore) -> None:
+    keys = [f"del/{i:05d}" for i in range(DELETE_BATCH_SIZE + 7)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda key: store.put(key, b"x"), keys))
+    store.put("keep/this", b"y")
+    batches: list[int] = []
+    if isinstance(store, S3ObjectStore):
+        store.client.meta.events.register(
+            "provide-client-params.s3.DeleteObjects",
+            lambda params, **_: batches.append(len(params["Delete"]["Objects"])),
+        )
+    # Absent keys are fine; a generator is consumed lazily.
+    store.delete_many(key for key in [*keys, "del/absent"])
+    assert list(store.list("del/")) == []
+    assert store.get("keep/this") == b"y"
+    if isinstance(store, S3ObjectStore):
+        assert batches == [DELETE_BATCH_SIZE, 8]
+
+
+def test_delete_single_and_absent(store: ObjectStore) -> None:
+    store.put("one", b"1")
+    store.delete("one")
+    store.delete("one")
+    assert store.head("one") is None
+    store.delete_many([])
+
+
+def test_presigned_put_with_content_md5(store: ObjectStore) -> None:
+    body = b"uploaded through a presigned URL"
+    url = store.presigned_put_url("up/file.bin", md5(body), expires_in=60)
+    response = requests.put(
+        url, data=body, headers={"Content-MD5": content_md5_header(md5(body))}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["ETag"].strip('"') == md5(body)
+    assert store.head("up/file.bin") == ObjectInfo("up/file.bin", len(body), md5(body))
+    assert store.get("up/file.bin") == body
+
+
+def test_presigned_put_of_a_non_ascii_key(store: ObjectStore) -> None:
+    key = "up/naïve name +%?#.bin"
+    body = b"odd key"
+    url = store.presigned_put_url(key, md5(body), expires_in=60)
+    response = requests.put(
+        url, data=body, headers={"Content-MD5": content_md5_header(md5(body))}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    assert store.get(key) == body
+
+
+def test_presigned_get_with_range(store: ObjectStore) -> None:
+    store.put("down/digits", DIGITS)
+    url = store.presigned_get_url("down/digits", expires_in=60)
+    whole = requests.get(url, timeout=30)
+    assert whole.status_code == 200
+    assert whole.content == DIGITS
+    assert whole.headers["ETag"].strip('"') == md5(DIGITS)
+    part = requests.get(url, headers={"Range": "bytes=2-5"}, timeout=30)
+    assert part.status_code == 206
+    assert part.content == b"2345"
+    assert part.headers["Content-Range"] == "bytes 2-5/10"
+    suffix = requests.get(url, headers={"Range": "bytes=-3"}, timeout=30)
+    assert suffix.status_code == 206
+    assert suffix.content == b"789"
+    beyond = requests.get(url, headers={"Range": "bytes=10-"}, timeout=30)
+    assert beyond.status_code == 416
+
+
+def test_presigned_get_missing_is_404(store: ObjectStore) -> None:
+    url = store.presigned_get_url("down/missing", expires_in=60)
+    assert requests.get(url, timeout=30).status_code == 404
