@@ -1,0 +1,141 @@
+"""docker-compose.yml sets no environment variable the settings would silently ignore."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DANDIZARR_SERVICES = ["web", "worker", "beat"]
+
+
+def load_compose() -> dict[str, Any]:
+    # safe_load resolves the YAML anchors and `<<` merge keys the file uses.
+    compose: dict[str, Any] = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    return compose
+
+
+def service_environment(service: Mapping[str, Any]) -> dict[str, str]:
+    """A service's ``environment``, in either of compose's forms (mapping or ``NAME=value``)."""
+    environment = service.get("environment") or {}
+    if isinstance(environment, list):
+        pairs = (item.partition("=") for item in environment)
+        return {name: value for name, _, value in pairs}
+    return {str(name): "" if value is None else str(value) for name, value in environment.items()}
+
+
+def variables_not_read(names: Iterable[str], read: set[str]) -> list[str]:
+    return sorted(set(names) - read)
+
+
+def settings_variables_read() -> set[str]:
+    from django.conf import settings
+
+    module = importlib.import_module(settings.SETTINGS_MODULE)
+    read: set[str] = module.ENVIRONMENT_VARIABLES_READ
+    return read
+
+
+_INTERPOLATION = re.compile(r"\$\$|\$\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
+
+
+def interpolate(value: str, host_environment: Mapping[str, str]) -> str:
+    """Compose's ``${NAME}``, ``${NAME:-default}``, ``${NAME:?error}`` and ``$$``."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name, op, arg = match.group("name"), match.group("op"), match.group("arg")
+        current = host_environment.get(name)
+        if op in (":-", "-"):
+            return current if current else arg
+        if op in (":?", "?") and not current:
+            raise ValueError(f"{name}: {arg}")
+        return current or ""
+
+    return _INTERPOLATION.sub(replace, value)
+
+
+@pytest.mark.parametrize("service", DANDIZARR_SERVICES)
+def test_every_variable_set_is_read_by_the_settings(service: str) -> None:
+    environment = service_environment(load_compose()["services"][service])
+    assert "DANDIZARR_STORAGE" in environment  # the file was really parsed
+    assert variables_not_read(environment, settings_variables_read()) == []
+
+
+def test_an_unknown_variable_is_reported() -> None:
+    read = settings_variables_read()
+    assert "DANDIZARR_S3_BUCKET" in read
+    environment = service_environment(
+        {"environment": ["DANDIZARR_S3_BUCKET=b", "DANDIZARR_S3_BUKET=typo"]}
+    )
+    assert environment == {"DANDIZARR_S3_BUCKET": "b", "DANDIZARR_S3_BUKET": "typo"}
+    assert variables_not_read(environment, read) == ["DANDIZARR_S3_BUKET"]
+
+
+def test_workers_can_be_scaled() -> None:
+    services = load_compose()["services"]
+    worker = services["worker"]
+    assert "container_name" not in worker
+    assert "ports" not in worker
+    assert worker["command"][:4] == ["celery", "-A", "dandizarr.celery", "worker"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "dandizarr.celery", "beat"]
+    web_command = " ".join(services["web"]["command"])
+    assert web_command.index("migrate") < web_command.index("gunicorn dandizarr.wsgi")
+    for module in ("dandizarr.celery", "dandizarr.wsgi"):
+        assert importlib.util.find_spec(module) is not None
+
+
+def test_interpolate() -> None:
+    host = {"SET": "value", "EMPTY": ""}
+    assert interpolate("a${SET}b$${SET}", host) == "avalueb${SET}"
+    assert interpolate("${EMPTY:-fallback} ${UNSET:-x}", host) == "fallback x"
+    with pytest.raises(ValueError, match="needed"):
+        interpolate("${UNSET:?needed}", host)
+
+
+def test_the_compose_environment_configures_s3_postgres_and_redis() -> None:
+    """The settings module, loaded with exactly the web service's environment."""
+    environment = service_environment(load_compose()["services"]["web"])
+    with pytest.raises(ValueError, match="DANDIZARR_SECRET_KEY"):
+        interpolate(environment["DANDIZARR_SECRET_KEY"], {})
+    host = {"DANDIZARR_SECRET_KEY": "a-secret-from-the-host"}
+    resolved = {name: interpolate(value, host) for name, value in environment.items()}
+    script = (
+        "import json, dandizarr.settings as s; print(json.dumps({"
+        "'storage': s.DANDIZARR_STORAGE, 'endpoint': s.DANDIZARR_S3_ENDPOINT_URL,"
+        "'presign': s.DANDIZARR_S3_PRESIGN_ENDPOINT_URL, 'key': s.DANDIZARR_S3_ACCESS_KEY_ID,"
+        "'engine': s.DATABASES['default']['ENGINE'], 'broker': s.CELERY_BROKER_URL,"
+        "'eager': s.CELERY_TASK_ALWAYS_EAGER, 'secret': s.SECRET_KEY, 'debug': s.DEBUG}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env={"PATH": os.environ.get("PATH", ""), **resolved},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded == {
+        "storage": "s3",
+        "endpoint": "http://minio:9000",
+        "presign": "http://localhost:9000",
+        "key": "dandizarr",
+        "engine": "django.db.backends.postgresql",
+        "broker": "redis://redis:6379/0",
+        "eager": False,
+        "secret": "a-secret-from-the-host",
+        "debug": False,
+    }
