@@ -276,3 +276,16 @@ def test_decode_rejects_unescaped_non_ascii() -> None:
     assert decode_checksum_file(data) == listing
     with pytest.raises(ChecksumFormatError, match="canonical"):
         decode_checksum_file(data.replace(rb"\u00e9", "é".encode()))
+
+
+@pytest.mark.parametrize(
+    "name", ["d\x7f", "c\x1f", 'q"', "b\\", "é", "\U0001f600", "\u2028", "~ !#[]", "\x00"]
+)
+def test_each_escaped_character_alone(name: str) -> None:
+    # Alone in its directory, so no other name forces the escaping path.
+    expected = reference_tree({name: (1, MD5_A), f"d/{name}": (2, MD5_B)})
+    assert compute_tree([(name, 1, MD5_A), (f"d/{name}", 2, MD5_B)]).digest == expected[""][1]
+    assert (
+        encode_checksum_file(DirectoryListing({name: FileEntry(name, MD5_A, 1)}))
+        == (reference_tree({name: (1, MD5_A)})[""][0])
+    )
