@@ -130,8 +130,11 @@ class ObjectStore(abc.ABC):
     def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
         """Bytes ``[start, end)`` of the object (``end=None``: to the end).
 
-        A negative ``start`` with ``end=None`` is a suffix range: the last ``-start`` bytes.
-        Raises ObjectNotFound, or InvalidRange when ``start`` is past the end of the object.
+        A negative ``start`` with ``end=None`` is a suffix range: the last ``-start`` bytes
+        (the whole object when it is shorter). An ``end`` past the object is clamped, and a
+        ``start`` equal to the size gives ``b""`` (as slicing does; S3 itself answers 416).
+        Raises ObjectNotFound, or InvalidRange when ``start`` is past the end of the object or
+        the arguments are no range (``end < start``, or a negative ``start`` with an ``end``).
         """
 
     @abc.abstractmethod

@@ -392,7 +392,10 @@ class LocalObjectStore(ObjectStore):
                     continue  # everything below sorts before start_after
                 yield from self._walk(directory / name[:-1], full, prefix, start_after)
             elif full.startswith(prefix) and (start_after is None or full > start_after):
-                info = self.head(full)
+                try:
+                    info = self.head(full)
+                except InvalidKey:
+                    continue  # a file this store did not write (e.g. a name too long)
                 if info is not None:  # deleted since the scan
                     yield info
 

@@ -196,6 +196,8 @@ def test_temp_and_sidecar_files_are_never_listed(local_store: LocalObjectStore) 
     # What a writer killed mid-upload leaves behind.
     (local_store.root / "d" / (TEMP_PREFIX + "abc123")).write_bytes(b"partial")
     (local_store.root / (TEMP_PREFIX + "top")).write_bytes(b"partial")
+    # A file no key can name (put would refuse it) is not an object either.
+    (local_store.root / "d" / ("n" * 250)).write_bytes(b"foreign")
     assert [info.key for info in local_store.list()] == ["d/k"]
     with pytest.raises(InvalidKey):
         local_store.head("d/" + TEMP_PREFIX + "abc123")
