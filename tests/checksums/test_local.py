@@ -1,0 +1,86 @@
+"""Local files: path order, symlinks, parallel md5 in input order."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from checksums import compute_tree
+from checksums.local import iter_local_files, md5_file, md5_files
+from tests.checksums.reference import reference_tree
+
+TREE = {
+    "a/b/x": b"one",
+    "a/b!/y": b"two",
+    "a/c": b"",
+    "a-b/z": b"three" * 1000,
+    "a.b": b"4",
+    ".zattrs": b"{}",
+    "B/\u00e9": b"e",
+}
+
+
+def make_tree(root: Path, files: dict[str, bytes]) -> None:
+    for path, data in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+
+
+def test_iter_local_files_sorted_by_path(tmp_path: Path) -> None:
+    make_tree(tmp_path, TREE)
+    listed = list(iter_local_files(tmp_path))
+    assert [path for path, _ in listed] == sorted(TREE)  # code-point order of whole paths
+    assert dict(listed) == {path: len(data) for path, data in TREE.items()}
+
+
+def test_symlinks_followed_and_non_files_skipped(tmp_path: Path) -> None:
+    make_tree(tmp_path / "data", {"d/f": b"x"})
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "file").symlink_to(tmp_path / "data" / "d" / "f")
+    (root / "dir").symlink_to(tmp_path / "data" / "d")
+    (root / "broken").symlink_to(tmp_path / "missing")
+    os.mkfifo(root / "fifo")
+    (root / "empty").mkdir()
+    assert list(iter_local_files(root)) == [("dir/f", 1), ("file", 1)]
+
+
+def test_directory_symlink_loop(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "loop").symlink_to(tmp_path / "a")
+    with pytest.raises(OSError, match="loop"):
+        list(iter_local_files(tmp_path))
+
+
+def test_not_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"")
+    with pytest.raises(NotADirectoryError):
+        list(iter_local_files(tmp_path / "f"))
+    with pytest.raises(FileNotFoundError):
+        list(iter_local_files(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 7])
+def test_md5_files_in_order(tmp_path: Path, jobs: int) -> None:
+    files = {f"f{i:03d}": os.urandom(i * 37) for i in range(60)}
+    make_tree(tmp_path, files)
+    order = sorted(files, reverse=True)  # any input order is kept
+    result = list(md5_files(tmp_path, iter(order), jobs=jobs))
+    assert result == [(p, len(files[p]), hashlib.md5(files[p]).hexdigest()) for p in order]
+
+
+def test_md5_file_large(tmp_path: Path) -> None:
+    data = os.urandom(3 * (1 << 20) + 5)  # several read chunks
+    (tmp_path / "big").write_bytes(data)
+    assert md5_file(tmp_path / "big") == hashlib.md5(data).hexdigest()
+
+
+def test_local_tree_matches_reference(tmp_path: Path) -> None:
+    make_tree(tmp_path, TREE)
+    paths = (path for path, _ in iter_local_files(tmp_path))
+    summary = compute_tree(md5_files(tmp_path, paths, jobs=2))
+    expected = reference_tree({p: (len(d), hashlib.md5(d).hexdigest()) for p, d in TREE.items()})
+    assert summary.digest == expected[""][1]
