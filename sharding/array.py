@@ -348,6 +348,10 @@ class Array:
     def __post_init__(self) -> None:
         self.path = self.path.strip("/")
         self.pipeline = CodecPipeline.from_json(self.metadata.codecs, self.chunk_spec)
+        if self.write_mode == "append":
+            sharding = self.sharding
+            if sharding is None or sharding.index_location != "end":
+                raise ValueError("write_mode 'append' needs a sharding codec with index at the end")
 
     # -- creation ----------------------------------------------------------------------------
 

@@ -164,6 +164,18 @@ def test_sharded_array_request_counts(memory_store: MemoryStore) -> None:
     assert store.requests == [("get", "c/0/1")]
 
 
+def test_append_mode_needs_index_at_end(memory_store: MemoryStore) -> None:
+    with pytest.raises(ValueError, match="index at the end"):
+        Array.create(
+            memory_store,
+            shape=(4,),
+            dtype="uint8",
+            chunk_shape=(4,),
+            codecs=[sharding_codec((2,), index_location="start")],
+            write_mode="append",
+        )
+
+
 def test_sharded_edge_write_does_not_read(memory_store: MemoryStore) -> None:
     store = CountingStore(memory_store)
     array = Array.create(
@@ -185,6 +197,7 @@ def array_cases(draw: st.DrawFn) -> tuple[dict[str, Any], np.ndarray, tuple[slic
     shape = tuple(draw(st.integers(1, 2 * s + 1)) for s in shard)
     codecs = draw(st.sampled_from([[BYTES], [BYTES, ZSTD], [BYTES, {"name": "gzip"}]]))
     sharded = draw(st.booleans())
+    location = draw(st.sampled_from(["start", "end"]))
     kwargs = {
         "shape": shape,
         "dtype": draw(st.sampled_from(["uint8", "int16", "float32"])),
@@ -194,12 +207,14 @@ def array_cases(draw: st.DrawFn) -> tuple[dict[str, Any], np.ndarray, tuple[slic
                 inner,
                 codecs,
                 index_crc32c=draw(st.booleans()),
-                index_location=draw(st.sampled_from(["start", "end"])),
+                index_location=location,
             )
         ]
         if sharded
         else codecs,
-        "write_mode": draw(st.sampled_from(["rewrite", "append"])),
+        "write_mode": draw(st.sampled_from(["rewrite", "append"]))
+        if sharded and location == "end"
+        else "rewrite",
     }
     rng = np.random.default_rng(draw(st.integers(0, 1000)))
     data = (rng.integers(0, 3, shape) * (rng.random(shape) < 0.5)).astype(kwargs["dtype"])
