@@ -389,7 +389,9 @@ class Uploader:
         except BaseException:
             self._abort.set()
             pool.shutdown(wait=True, cancel_futures=True)
-            if self._batch_open:
+            # The journal also covers an interruption between "POST upload" reaching the
+            # server and its answer reaching us.
+            if self._batch_open or (self.journal is not None and self.journal.exists()):
                 self._cancel_quietly()
             raise
         finally:

@@ -21,7 +21,8 @@ import requests
 from dandizarr.client import DandizarrClient, RetryPolicy
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "dandizarr.cli"]
+# The installed entry point (``python -m dandizarr.cli`` would load dandizarr.cli twice).
+CLI = [str(Path(sys.executable).parent / "dandizarr")]
 
 
 @dataclass
@@ -68,7 +69,9 @@ class Service:
             DANDIZARR_URL=self.url,
             DANDIZARR_TOKEN=self.token,
             DANDIZARR_STATE_DIR=str(self.state_dir),
-            PYTHONPATH=str(REPO),
+            PYTHONPATH=os.pathsep.join(
+                p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+            ),
         )
         env.update(extra)
         return env

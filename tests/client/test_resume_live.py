@@ -12,7 +12,7 @@ import pytest
 
 from tests.client.conftest import Service, make_tree
 
-FILES = 400
+FILES = 150
 
 
 def start_upload_and_wait_for_progress(

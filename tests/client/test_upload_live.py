@@ -196,7 +196,7 @@ def test_bad_token_and_unknown_dandiset_are_clear(
     done = service.cli("upload", str(root), "--dandiset", service.dandiset, DANDIZARR_TOKEN="")
     assert done.returncode == 1 and "needs an API token" in done.stderr
     done = service.cli("ls", "00000000-0000-0000-0000-000000000000")
-    assert done.returncode == 1 and "does not exist" in done.stderr
+    assert done.returncode == 1 and "no zarr archive" in done.stderr
     with service.client(token="nope") as client, pytest.raises(AuthenticationError):
         client.upload(root, dandiset=service.dandiset)
     with service.client() as client, pytest.raises(NotFound):
