@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from json.encoder import encode_basestring_ascii  # the C encoder json.dumps itself uses
+from operator import attrgetter, itemgetter, lt
 from typing import Any
 
 EMPTY_DIGEST = "481a2f77ab786a0f45aafd5db0971caa-0--0"
@@ -70,11 +71,6 @@ def parse_directory_digest(digest: str) -> tuple[str, int, int]:
     return match[1], int(match[2]), int(match[3])
 
 
-def _set_fields(obj: object, **values: object) -> None:
-    for key, value in values.items():
-        object.__setattr__(obj, key, value)
-
-
 @dataclass(frozen=True, slots=True)
 class FileEntry:
     name: str
@@ -106,11 +102,27 @@ class DirectoryEntry:
         return parse_directory_digest(self.digest)[1]
 
 
+# The slot descriptors write straight into the slots, past the frozen __setattr__.
+_set_name = vars(FileEntry)["name"].__set__
+_set_digest = vars(FileEntry)["digest"].__set__
+_set_size = vars(FileEntry)["size"].__set__
+_new = object.__new__
+
+
 def _file_entry(name: str, digest: str, size: int) -> FileEntry:
     """Build without re-validating: callers have validated whole columns at once."""
-    entry = object.__new__(FileEntry)
-    _set_fields(entry, name=name, digest=digest, size=size)
+    entry: FileEntry = _new(FileEntry)
+    _set_name(entry, name)
+    _set_digest(entry, digest)
+    _set_size(entry, size)
     return entry
+
+
+def file_entries(
+    names: Sequence[str], md5s: Sequence[str], sizes: Sequence[int]
+) -> dict[str, FileEntry]:
+    """{name: FileEntry} from validated columns."""
+    return dict(zip(names, map(_file_entry, names, md5s, sizes), strict=True))
 
 
 @lru_cache(maxsize=256)
@@ -165,6 +177,11 @@ def make_digest(json_text: str, count: int, size: int) -> str:
     return f"{hashlib.md5(json_text.encode('ascii')).hexdigest()}-{count}--{size}"
 
 
+_digest_of = attrgetter("digest")
+_size_of = attrgetter("size")
+_count_of = attrgetter("count")
+
+
 @dataclass(eq=True)
 class DirectoryListing:
     """One directory's immediate children, keyed by name (O(1) updates)."""
@@ -175,13 +192,13 @@ class DirectoryListing:
     @property
     def count(self) -> int:
         """Files recursively below this directory."""
-        return len(self.files) + sum(entry.count for entry in self.directories.values())
+        return len(self.files) + sum(map(_count_of, self.directories.values()))
 
     @property
     def size(self) -> int:
         """Total size of the files recursively below this directory."""
-        return sum(entry.size for entry in self.files.values()) + sum(
-            entry.size for entry in self.directories.values()
+        return sum(map(_size_of, self.files.values())) + sum(
+            map(_size_of, self.directories.values())
         )
 
     def is_empty(self) -> bool:
@@ -203,14 +220,14 @@ class DirectoryListing:
     def to_json(self) -> str:
         """The canonical JSON that is hashed."""
         file_names = sorted(self.files)
-        files = [self.files[name] for name in file_names]
+        files = list(map(self.files.__getitem__, file_names))
         dirs = []
         for name in sorted(self.directories):
             md5, count, size = parse_directory_digest(self.directories[name].digest)
             dirs.append((name, md5, count, size))
         return listing_json(
             directories_json(dirs),
-            files_json(file_names, [f.digest for f in files], [f.size for f in files]),
+            files_json(file_names, list(map(_digest_of, files)), list(map(_size_of, files))),
         )
 
     def digest(self) -> str:
@@ -231,30 +248,53 @@ def encode_checksum_file(listing: DirectoryListing) -> bytes:
 # ---- decoding -------------------------------------------------------------------------------
 
 _ENTRY_KEYS = frozenset({"digest", "name", "size"})
+_get_name = itemgetter("name")
+_get_digest = itemgetter("digest")
+_get_size = itemgetter("size")
 
 
-def _entry_columns(raw: object, kind: str) -> tuple[list[str], list[Any], list[Any]]:
+def _entry_columns(raw: object, kind: str) -> tuple[list[Any], list[Any], list[Any]]:
+    """The name, digest and size columns, validated over whole columns (C loops); the slow
+    per-entry loop runs only to explain a failure."""
     if type(raw) is not list:
         raise ChecksumFormatError(f'"{kind}" must be a list, not {type(raw).__name__}')
-    for index, entry in enumerate(raw):
-        if type(entry) is not dict or entry.keys() != _ENTRY_KEYS:
-            raise ChecksumFormatError(
-                f'{kind}[{index}] must be an object with keys "digest", "name", "size": {entry!r}'
-            )
-    names = [entry["name"] for entry in raw]
-    digests = [entry["digest"] for entry in raw]
-    sizes = [entry["size"] for entry in raw]
-    for index, name in enumerate(names):
-        check_name(name, f"{kind}[{index}]")
-    for index, size in enumerate(sizes):
-        check_size(size, f"{kind}[{index}] ({names[index]!r})")
-    for index in range(1, len(names)):
-        if not names[index - 1] < names[index]:
-            problem = "duplicate" if names[index - 1] == names[index] else "unsorted"
-            raise ChecksumFormatError(
-                f"{kind}: {problem} names {names[index - 1]!r}, {names[index]!r}"
-                " (names must be unique and sorted by code point)"
-            )
+    try:
+        if raw and (set(map(type, raw)) != {dict} or set(map(len, raw)) != {3}):
+            raise KeyError
+        names = list(map(_get_name, raw))
+        digests = list(map(_get_digest, raw))
+        sizes = list(map(_get_size, raw))
+    except KeyError:
+        for index, entry in enumerate(raw):
+            if type(entry) is not dict or entry.keys() != _ENTRY_KEYS:
+                raise ChecksumFormatError(
+                    f'{kind}[{index}] must be an object with keys "digest", "name", "size":'
+                    f" {entry!r}"
+                ) from None
+        raise AssertionError("unreachable") from None
+    if not names:
+        return names, digests, sizes
+    names_ok = (
+        set(map(type, names)) == {str}
+        and "/" not in "".join(names)
+        and all(map(lt, names, names[1:]))  # strictly ascending: sorted and unique
+    )
+    if names_ok:  # sorted: "" would be first, "." and ".." next to where "." sorts
+        dot = bisect_left(names, ".")
+        names_ok = names[0] != "" and not {".", ".."} & set(names[dot : dot + 2])
+    if not names_ok:
+        for index, name in enumerate(names):
+            check_name(name, f"{kind}[{index}]")
+        for index in range(1, len(names)):
+            if not names[index - 1] < names[index]:
+                problem = "duplicate" if names[index - 1] == names[index] else "unsorted"
+                raise ChecksumFormatError(
+                    f"{kind}: {problem} names {names[index - 1]!r}, {names[index]!r}"
+                    " (names must be unique and sorted by code point)"
+                )
+    if set(map(type, sizes)) != {int} or min(sizes) < 0:
+        for index, size in enumerate(sizes):
+            check_size(size, f"{kind}[{index}] ({names[index]!r})")
     return names, digests, sizes
 
 
@@ -276,11 +316,7 @@ def decode_checksum_file(data: bytes) -> DirectoryListing:
     if len(joined) != 32 * len(file_digests) or _HEX_RUN.fullmatch(joined) is None:
         for index, digest in enumerate(file_digests):
             check_md5(digest, f"files[{index}] ({file_names[index]!r})")
-    listing = DirectoryListing()
-    listing.files = {
-        name: _file_entry(name, digest, size)
-        for name, digest, size in zip(file_names, file_digests, file_sizes, strict=True)
-    }
+    listing = DirectoryListing(file_entries(file_names, file_digests, file_sizes))
     for index, (name, digest, size) in enumerate(
         zip(dir_names, dir_digests, dir_sizes, strict=True)
     ):

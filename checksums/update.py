@@ -120,14 +120,20 @@ def apply_changes(tree: ChecksumTree, changes: Mapping[str, FileState | None]) -
 
     # Compute everything in memory, deepest first, so that a conflict is found before any write.
     new: dict[str, DirectoryListing] = {}
+    changed: set[str] = set()  # tracked per change: comparing whole listings costs O(size)
     for directory in ordered:
         original = stored.get(directory)
         listing = original.copy() if original is not None else DirectoryListing()
+        files = listing.files
         for name, state in by_directory.get(directory, {}).items():
+            old = files.get(name)
             if state is None:
-                listing.files.pop(name, None)
-            else:
-                listing.files[name] = _file_entry(name, state.md5, state.size)
+                if old is not None:
+                    del files[name]
+                    changed.add(directory)
+            elif old is None or old.digest != state.md5 or old.size != state.size:
+                files[name] = _file_entry(name, state.md5, state.size)
+                changed.add(directory)
         new[directory] = listing
     for directory in ordered:  # children come before their parents in this order
         listing = new[directory]
@@ -138,17 +144,24 @@ def apply_changes(tree: ChecksumTree, changes: Mapping[str, FileState | None]) -
                 f"{[prefix + name for name in both]}: both a file and a directory after this batch"
             )
         if directory:
-            up = new[parent(directory)]
+            # Set (never adjust) the parent's entry from this directory's fresh state.
+            up_path = parent(directory)
+            up = new[up_path]
             name = basename(directory)
+            before = up.directories.get(name)
             if listing.is_empty():
-                up.directories.pop(name, None)
+                if before is not None:
+                    del up.directories[name]
+                    changed.add(up_path)
             else:
                 digest, _, size = listing.summary()
-                up.directories[name] = DirectoryEntry(name, digest, size)
+                if before is None or before.digest != digest:
+                    up.directories[name] = DirectoryEntry(name, digest, size)
+                    changed.add(up_path)
 
     for level in sorted({depth(d) for d in ordered}, reverse=True):
         here = [d for d in ordered if depth(d) == level]
-        writes = {d: new[d] for d in here if not new[d].is_empty() and new[d] != stored.get(d)}
+        writes = {d: new[d] for d in here if d in changed and not new[d].is_empty()}
         deletes = [d for d in here if new[d].is_empty() and stored.get(d) is not None]
         if writes:
             tree.write_many(writes)
