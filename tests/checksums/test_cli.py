@@ -121,3 +121,14 @@ def test_executable_error_exit(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         "dandizarr: line 2: expected 'path<TAB>size<TAB>md5', got 1 field(s)"
     )
+
+
+def test_listing_file_that_returns_to_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "a" is left for "b" and then re-entered: streaming fails, the file is re-read and sorted.
+    files = {"a/x": b"1", "b/y": b"2", "a/z": b"3"}
+    listing = tmp_path / "listing.tsv"
+    listing.write_text(listing_text(files, ["a/x", "b/y", "a/z"]), encoding="utf-8")
+    assert main(["checksum", "--listing", str(listing)]) == 0
+    assert capsys.readouterr().out == expected_digest(files) + "\n"

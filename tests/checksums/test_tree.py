@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import tracemalloc
 
 import pytest
 from hypothesis import given
@@ -148,3 +151,29 @@ def test_errors_from_the_iterator_and_callback_pass_through() -> None:
 def test_empty_root_is_reported() -> None:
     _, _, order = collect(iter([]))
     assert order == [""]
+
+
+def test_sorted_stream_memory_is_bounded_by_fan_out_not_size() -> None:
+    # 40,000 files in 400 directories of 100: streaming holds one directory's columns at a
+    # time; buffering the input (or the finished listings) would take several MB.
+    def entries():  # type: ignore[no-untyped-def]
+        for i in range(400):
+            for k in range(100):
+                yield f"{i:03d}/{k:03d}", 4096, MD5
+
+    tracemalloc.start()
+    try:
+        summary = compute_tree(entries())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert summary.count == 40_000
+    assert peak < 1_000_000, peak
+
+
+def test_library_does_not_import_django() -> None:
+    code = (
+        "import sys, checksums, checksums.local, checksums.paths, checksums.update;"
+        " assert not [m for m in sys.modules if m.split('.')[0] in ('django', 'dandizarr')]"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
