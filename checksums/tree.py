@@ -23,10 +23,10 @@ from checksums.listing import (
     ChecksumFormatError,
     DirectoryEntry,
     DirectoryListing,
-    _file_entry,
     check_md5,
     check_size,
     directories_json,
+    file_entries,
     files_json,
     listing_json,
     make_digest,
@@ -34,6 +34,7 @@ from checksums.listing import (
 )
 
 OnDirectory = Callable[[str, DirectoryListing], None]
+_DOT_NAMES = frozenset({".", ".."})
 
 
 class UnsortedEntriesError(ChecksumFormatError):
@@ -105,7 +106,7 @@ def _finish(
             raise ChecksumFormatError(f"duplicate path(s) {[node.prefix + d for d in dupes]}")
         # Sorted: "" comes first and "." / ".." sit together where "." would be inserted.
         dot = bisect_left(names, ".")
-        if names[0] == "" or names[dot : dot + 2] in ([".", ".."], ["."], [".."]):
+        if names[0] == "" or not _DOT_NAMES.isdisjoint(names[dot : dot + 2]):
             _bad_names(names, where)
     dirs = node.dirs
     dirs.sort(key=itemgetter(0))
@@ -120,7 +121,7 @@ def _finish(
         parent.dirs.append((node.name, digest[:32], count, size))
     if on_directory is not None:
         listing = DirectoryListing(
-            {n: _file_entry(n, m, s) for n, m, s in zip(names, md5s, sizes, strict=True)},
+            file_entries(names, md5s, sizes),
             {
                 entry[0]: DirectoryEntry(entry[0], f"{entry[1]}-{entry[2]}--{entry[3]}", entry[3])
                 for entry in dirs
