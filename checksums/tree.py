@@ -16,7 +16,7 @@ import itertools
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import itemgetter, lt
 
 from checksums.listing import (
     _HEX_RUN,
@@ -227,7 +227,7 @@ def compute_tree(
     if isinstance(entries, Collection):
         try:
             paths = list(map(_path_of, entries))
-            in_order = all(a < b for a, b in itertools.pairwise(paths))
+            in_order = all(map(lt, paths, paths[1:]))
         except (TypeError, IndexError, KeyError) as error:
             raise ChecksumFormatError(
                 f"malformed entry (expected (path, size, md5)): {error}"
