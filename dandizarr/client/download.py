@@ -154,7 +154,7 @@ class Downloader:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{threading.get_ident()}")
         policy = self.client.retry
-        last: Exception | None = None
+        last: BaseException | None = None
         for attempt in range(1, policy.attempts + 1):
             if attempt > 1:
                 self.client.retries.add()

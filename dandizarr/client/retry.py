@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlparse
 
 import requests
 
@@ -120,7 +121,7 @@ def request_with_retry(
             return response
         last_error = None
         response.close()
-    host = requests.utils.urlparse(url).netloc
+    host = urlparse(url).netloc
     if response is not None:
         raise TransientError(
             f"{method} {host} kept failing: HTTP {response.status_code} "

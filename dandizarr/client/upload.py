@@ -89,6 +89,9 @@ class UploadResult:
     put_requests: int = 0
     retries: int = 0
     elapsed_seconds: float = 0.0
+    # Wall time of the serial steps: "scan" (listing both sides), "start" and "complete"
+    # (the batch calls), "put" (waiting for a batch's PUTs), "verify" (the final checksum).
+    phase_seconds: dict[str, float] = field(default_factory=dict)
     local_checksum: str | None = None
     expected_checksum: str | None = None
     server_checksum: str | None = None
@@ -104,6 +107,11 @@ class UploadResult:
     @property
     def bytes_per_second(self) -> float:
         return self.uploaded_bytes / self.elapsed_seconds if self.elapsed_seconds else 0.0
+
+    def add_time(self, phase: str, since: float) -> None:
+        self.phase_seconds[phase] = round(
+            self.phase_seconds.get(phase, 0.0) + time.perf_counter() - since, 3
+        )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -260,6 +268,7 @@ class Uploader:
             self.zarr_id, timeout=self.options.checksum_timeout, progress=self.progress
         )
         self.progress.message(f"listing zarr archive {self.zarr_id} on {self.client.server}...")
+        scan_started = time.perf_counter()
         remote = {f.path: f for f in self.client.iter_files(self.zarr_id)}
         local = list(iter_local_files(self.root))
         self.result.local_files = len(local)
@@ -277,12 +286,15 @@ class Uploader:
                     f"{len(remote_only):,} files on the server are absent locally and are kept "
                     "(--sync deletes them)"
                 )
+        self.result.add_time("scan", scan_started)
         self.progress.start(self.result.local_files, self.result.local_bytes)
         try:
             self._pipeline([path for path, _ in local], remote, info.batch_limit)
         finally:
             self.progress.close()
+        verify_started = time.perf_counter()
         self._verify(remote if not self.options.sync else {}, local_paths)
+        self.result.add_time("verify", verify_started)
         self.result.retries = self.client.retries.count
         self.result.elapsed_seconds = time.perf_counter() - started
         return self.result
@@ -458,8 +470,12 @@ class Uploader:
         pending = entries
         restarts = 0
         while pending:
+            started = time.perf_counter()
             urls = self._start(pending)
+            self.result.add_time("start", started)
+            started = time.perf_counter()
             outcomes = list(pool.map(self._put_one, pending, urls))
+            self.result.add_time("put", started)
             changed = [o.entry for o in outcomes if o.status is PutStatus.CHANGED]
             expired = [o for o in outcomes if o.status is PutStatus.EXPIRED]
             failed = [o for o in outcomes if o.status is PutStatus.FAILED]
@@ -493,7 +509,9 @@ class Uploader:
                 changed_paths = {e.path for e in changed}
                 pending = [e for e in pending if e.path not in changed_paths]
                 continue
+            started = time.perf_counter()
             self._complete(pending, urls)
+            self.result.add_time("complete", started)
             self.result.batches += 1
             self.result.uploaded_files += len(pending)
             self.result.uploaded_bytes += sum(e.size for e in pending)
