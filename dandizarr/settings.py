@@ -12,8 +12,12 @@ import os
 from pathlib import Path
 
 import dj_database_url
+import django_stubs_ext
 
 from dandizarr import __version__
+
+# Lets admin.ModelAdmin[Model] and friends be subscripted at run time, as the type stubs do.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

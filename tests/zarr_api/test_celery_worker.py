@@ -1,0 +1,172 @@
+"""Tree updates by a real Celery worker process on Redis, including one killed mid-update."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from django.db import connection
+
+from dandizarr.celery import app
+from tests.zarr_api.conftest import Actor, upload
+from tests.zarr_api.tree_check import assert_tree_matches_storage
+from zarr_api.models import Batch, ZarrArchive
+from zarr_api.storage import get_store
+
+REDIS_URL = os.environ.get("DANDIZARR_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+ROOT = Path(__file__).resolve().parents[2]
+QUEUE = f"dandizarr-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def _redis_available() -> bool:
+    try:
+        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(
+    not _redis_available() and os.environ.get("CI") != "true",
+    reason="Redis is not running (CI always runs these)",
+)
+
+
+class Worker:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "dandizarr.celery",
+                "worker",
+                "--pool=solo",
+                "--concurrency=1",
+                "--loglevel=INFO",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def worker_env(settings: Any, s3_storage: str, zarr_id: str) -> Iterator[dict[str, str]]:
+    """Send tasks to Redis on a queue of this test's own; yields a worker's environment."""
+    # One queue per test process (Celery caches its queue set), emptied after each test.
+    queue = QUEUE
+    database = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgresql://{database['USER'] or 'postgres'}@{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}/{database['NAME']}",
+        "CELERY_BROKER_URL": REDIS_URL,
+        "DANDIZARR_CELERY_QUEUE": queue,
+        "DANDIZARR_CELERY_VISIBILITY_TIMEOUT": "3",
+        "DANDIZARR_STORAGE": "s3",
+        "DANDIZARR_S3_ENDPOINT_URL": settings.DANDIZARR_S3_ENDPOINT_URL,
+        "DANDIZARR_S3_BUCKET": settings.DANDIZARR_S3_BUCKET,
+    }
+    previous = {k: app.conf[k] for k in ("broker_url", "task_always_eager", "task_default_queue")}
+    app.conf.update(
+        broker_url=REDIS_URL,
+        task_always_eager=False,
+        task_default_queue=queue,
+        broker_transport_options={"visibility_timeout": 3},
+    )
+    yield env
+    app.conf.update(previous)
+    redis.Redis.from_url(REDIS_URL).delete(queue)
+
+
+def wait_for(condition: Any, timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(message)
+
+
+def pending(zarr_id: str) -> bool:
+    return Batch.objects.filter(archive__zarr_id=zarr_id, state="pending").exists()
+
+
+def test_worker_applies_batches_asynchronously(
+    owner: Actor, zarr_id: str, worker_env: dict[str, str]
+) -> None:
+    files = {f"{i}/{j}": f"{i}{j}".encode() for i in range(5) for j in range(5)}
+    response = upload(owner.client, zarr_id, files)
+    assert response.status_code == 200
+    # No worker yet: the update waits in the queue and the archive says so.
+    assert owner.client.get(f"/api/zarr/{zarr_id}/").json()["checksum_status"] == "pending"
+    worker = Worker(worker_env)
+    worker.start()
+    try:
+        wait_for(lambda: not pending(zarr_id), 60, "the worker never applied the batch")
+    finally:
+        worker.stop()
+    archive = owner.client.get(f"/api/zarr/{zarr_id}/").json()
+    assert archive["checksum_status"] == "complete"
+    assert archive["file_count"] == 25
+    assert_tree_matches_storage(zarr_id)
+
+
+def test_worker_killed_mid_update_is_finished_by_redelivery(
+    owner: Actor, zarr_id: str, worker_env: dict[str, str], settings: Any
+) -> None:
+    settings.DANDIZARR_BATCH_LIMIT = 500
+    # Many directories, so the update takes long enough to be caught half-way.
+    files = {f"{i % 10}/{i % 7}/{i}/c": str(i).encode() for i in range(500)}
+    assert upload(owner.client, zarr_id, files).status_code == 200
+    archive = ZarrArchive.objects.get(zarr_id=zarr_id)
+    store = get_store()
+    worker = Worker(worker_env)
+    worker.start()
+    try:
+        # Kill it as soon as it has written some, but not all, of the tree.
+        wait_for(
+            lambda: next(iter(store.list(archive.checksum_prefix, page_size=1)), None) is not None,
+            60,
+            "the worker never started writing the tree",
+        )
+        worker.kill()
+        assert pending(zarr_id), "the update finished before the kill; nothing was tested"
+        # A new worker gets the unacknowledged message once its visibility timeout passes.
+        worker.start()
+        wait_for(lambda: not pending(zarr_id), 90, "the killed update was never finished")
+    finally:
+        worker.stop()
+    archive.refresh_from_db()
+    assert archive.file_count == 500
+    assert_tree_matches_storage(zarr_id)

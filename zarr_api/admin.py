@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from zarr_api import services
+from zarr_api.exceptions import DomainError
+from zarr_api.models import Asset, Batch, BatchFile, Dandiset, Version, ZarrArchive
+
+
+@admin.register(Dandiset)
+class DandisetAdmin(admin.ModelAdmin[Dandiset]):
+    list_display = ["identifier", "name", "created"]
+    filter_horizontal = ["owners"]
+
+
+@admin.register(Version)
+class VersionAdmin(admin.ModelAdmin[Version]):
+    list_display = ["dandiset", "version", "created"]
+
+
+@admin.register(Asset)
+class AssetAdmin(admin.ModelAdmin[Asset]):
+    list_display = ["asset_id", "version", "path", "zarr"]
+
+
+class BatchInline(admin.TabularInline[Batch, ZarrArchive]):
+    model = Batch
+    fields = ["kind", "state", "user", "sequence", "created", "completed", "applied", "note"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ["-id"]
+
+    def has_add_permission(self, request: HttpRequest, obj: ZarrArchive | None = None) -> bool:
+        return False
+
+
+@admin.register(ZarrArchive)
+class ZarrArchiveAdmin(admin.ModelAdmin[ZarrArchive]):
+    list_display = ["zarr_id", "name", "dandiset", "checksum", "file_count", "size", "frozen"]
+    list_filter = ["frozen"]
+    search_fields = ["zarr_id", "name"]
+    readonly_fields = ["zarr_id", "checksum", "file_count", "size", "frozen", "created", "modified"]
+    inlines = [BatchInline]
+    actions = ["cancel_stuck_upload", "recompute_checksum"]
+
+    @admin.action(description="Cancel stuck upload")
+    def cancel_stuck_upload(self, request: HttpRequest, queryset: QuerySet[ZarrArchive]) -> None:
+        for archive in queryset:
+            try:
+                services.batch_cancel(
+                    user=request.user, archive=archive, reason="cancelled by admin"
+                )
+            except DomainError as error:
+                self.message_user(request, f"{archive}: {error.message}", messages.WARNING)
+            else:
+                self.message_user(request, f"{archive}: open batch cancelled")
+
+    @admin.action(description="Recompute checksum from storage (audit)")
+    def recompute_checksum(self, request: HttpRequest, queryset: QuerySet[ZarrArchive]) -> None:
+        for archive in queryset:
+            try:
+                report = services.archive_audit(archive)
+            except DomainError as error:
+                self.message_user(request, f"{archive}: {error.message}", messages.WARNING)
+                continue
+            if report.drift:
+                self.message_user(
+                    request,
+                    f"{archive}: drift repaired: checksum {report.checksum_before} -> "
+                    f"{report.checksum_after}; {len(report.directories_rewritten)} .checksum "
+                    f"file(s) rewritten, {len(report.stale_checksum_files_deleted)} stale deleted",
+                    messages.WARNING,
+                )
+            else:
+                self.message_user(request, f"{archive}: no drift ({report.checksum_after})")
+
+
+class BatchFileInline(admin.TabularInline[BatchFile, Batch]):
+    model = BatchFile
+    fields = ["path", "md5", "size"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(Batch)
+class BatchAdmin(admin.ModelAdmin[Batch]):
+    list_display = ["id", "archive", "kind", "state", "user", "created", "completed", "applied"]
+    list_filter = ["state", "kind"]
+    readonly_fields = [
+        "archive",
+        "kind",
+        "state",
+        "user",
+        "sequence",
+        "created",
+        "completed",
+        "applied",
+        "note",
+    ]
+    inlines = [BatchFileInline]

@@ -1,0 +1,168 @@
+"""The domain: dandisets with a draft and published versions, zarr archives, upload batches.
+
+Only each archive's root checksum, file count and size live in the database; the tree of
+``.checksum`` files lives in object storage next to the archive (``zarr_checksums/{zarr_id}/``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+EMPTY_ARCHIVE_DIGEST = "481a2f77ab786a0f45aafd5db0971caa-0--0"
+
+
+class Dandiset(models.Model):
+    name = models.CharField(max_length=255)
+    owners = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="dandisets")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    @property
+    def identifier(self) -> str:
+        return f"{self.pk:06d}"
+
+    def __str__(self) -> str:
+        return f"{self.identifier} {self.name}"
+
+
+class Version(models.Model):
+    DRAFT = "draft"
+
+    dandiset = models.ForeignKey(Dandiset, on_delete=models.CASCADE, related_name="versions")
+    # "draft", or the published version string 0.YYMMDD.HHMMSS.
+    version = models.CharField(max_length=32)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["dandiset_id", "created"]
+        constraints = [
+            models.UniqueConstraint(fields=["dandiset", "version"], name="unique_version"),
+        ]
+
+    @property
+    def is_draft(self) -> bool:
+        return self.version == self.DRAFT
+
+    def __str__(self) -> str:
+        return f"{self.dandiset.identifier}/{self.version}"
+
+
+class ZarrArchive(models.Model):
+    zarr_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=255)
+    dandiset = models.ForeignKey(Dandiset, on_delete=models.PROTECT, related_name="zarr_archives")
+    # Root checksum of the .checksum tree as of the last applied batch.
+    checksum = models.CharField(max_length=64, default=EMPTY_ARCHIVE_DIGEST)
+    file_count = models.BigIntegerField(default=0)
+    size = models.BigIntegerField(default=0)
+    # Set once a published version contains the archive; never unset.
+    frozen = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+    modified = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["dandiset", "name"], name="unique_archive_name"),
+        ]
+
+    @property
+    def storage_prefix(self) -> str:
+        return f"zarr/{self.zarr_id}/"
+
+    @property
+    def checksum_prefix(self) -> str:
+        return f"zarr_checksums/{self.zarr_id}/"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.zarr_id})"
+
+
+class TreeLock(models.Model):
+    """One row per archive, locked while its .checksum tree is updated.
+
+    Separate from the archive row so that starting and completing batches (which lock the
+    archive) never wait for a tree update in progress.
+    """
+
+    archive = models.OneToOneField(ZarrArchive, on_delete=models.CASCADE, related_name="tree_lock")
+
+
+class Batch(models.Model):
+    class Kind(models.TextChoices):
+        UPLOAD = "upload"
+        DELETE = "delete"
+
+    class State(models.TextChoices):
+        # Upload URLs handed out, files being PUT.
+        OPEN = "open"
+        # Verified (or a deletion accepted); waiting for its tree update.
+        PENDING = "pending"
+        # Reflected in the .checksum tree and the archive's checksum.
+        APPLIED = "applied"
+        CANCELLED = "cancelled"
+
+    archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="batches")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    state = models.CharField(max_length=16, choices=State.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    # Order in which pending batches are applied; assigned under the archive's row lock.
+    sequence = models.BigIntegerField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    completed = models.DateTimeField(null=True, blank=True)
+    applied = models.DateTimeField(null=True, blank=True)
+    # Why a deletion batch exists (user request, cancel of an upload, ...), for the admin.
+    note = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            # The database itself guarantees at most one open upload per archive.
+            models.UniqueConstraint(
+                fields=["archive"], condition=Q(state="open"), name="one_open_batch_per_archive"
+            ),
+        ]
+        indexes = [models.Index(fields=["archive", "state", "sequence"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} batch {self.pk} ({self.state}) of {self.archive.zarr_id}"
+
+
+class BatchFile(models.Model):
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="files")
+    path = models.TextField()
+    # Declared md5 for uploads; empty for deletions.
+    md5 = models.CharField(max_length=32, blank=True, default="")
+    # Size reported by storage at verification; null until then and for deletions.
+    size = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["batch", "path"], name="unique_batch_path")]
+
+
+class Asset(models.Model):
+    asset_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="assets")
+    path = models.CharField(max_length=512)
+    zarr = models.ForeignKey(ZarrArchive, on_delete=models.PROTECT, related_name="assets")
+    metadata = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    modified = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["version", "path"], name="unique_asset_path"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version}:{self.path}"

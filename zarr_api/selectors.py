@@ -1,0 +1,189 @@
+"""Reads: archives, permissions, and the archive's files as the tree plus pending batches."""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, QuerySet
+
+from checksums import DirectoryListing, FileState
+from zarr_api.exceptions import NotFound
+from zarr_api.models import Batch, BatchFile, Dandiset, ZarrArchive
+from zarr_api.storage import get_store
+from zarr_api.tree import StorageChecksumTree
+
+
+def archive_get(zarr_id: str | uuid.UUID) -> ZarrArchive:
+    try:
+        return ZarrArchive.objects.select_related("dandiset").get(zarr_id=zarr_id)
+    except (ZarrArchive.DoesNotExist, ValueError, TypeError) as error:
+        raise NotFound(f"no zarr archive with zarr_id {zarr_id}") from error
+
+
+def dandiset_get(identifier: str) -> Dandiset:
+    if not identifier.isdigit():
+        raise NotFound(f"no dandiset {identifier!r}: identifiers are six digits")
+    try:
+        return Dandiset.objects.get(pk=int(identifier))
+    except Dandiset.DoesNotExist as error:
+        raise NotFound(f"no dandiset {identifier}") from error
+
+
+def archives_annotated() -> QuerySet[ZarrArchive]:
+    """Archives with ``has_open_batch`` and ``has_pending_batch`` for the API's status fields."""
+    return ZarrArchive.objects.select_related("dandiset").annotate(
+        has_open_batch=Exists(Batch.objects.filter(archive=OuterRef("pk"), state=Batch.State.OPEN)),
+        has_pending_batch=Exists(
+            Batch.objects.filter(archive=OuterRef("pk"), state=Batch.State.PENDING)
+        ),
+    )
+
+
+def user_can_write(user: Any, dandiset: Dandiset) -> bool:
+    if not user or not user.is_authenticated:
+        return False
+    if user.is_staff:
+        return True
+    return dandiset.owners.filter(pk=user.pk).exists()
+
+
+def archive_tree(archive: ZarrArchive) -> StorageChecksumTree:
+    return StorageChecksumTree(get_store(), str(archive.zarr_id))
+
+
+def pending_changes(archive: ZarrArchive) -> dict[str, FileState | None]:
+    """The net effect of the archive's pending (verified, not yet applied) batches, in order."""
+    changes: dict[str, FileState | None] = {}
+    rows = (
+        BatchFile.objects.filter(batch__archive=archive, batch__state=Batch.State.PENDING)
+        .order_by("batch__sequence", "id")
+        .values_list("batch__kind", "path", "md5", "size")
+    )
+    for kind, path, md5, size in rows.iterator(chunk_size=2000):
+        changes[path] = FileState(size=size, md5=md5) if kind == Batch.Kind.UPLOAD else None
+    return changes
+
+
+@dataclass
+class ArchiveView:
+    """What the archive holds once its pending batches are applied: the tree plus the overlay.
+
+    Reads each directory's .checksum at most once, all of one call's directories in parallel.
+    """
+
+    tree: StorageChecksumTree
+    pending: dict[str, FileState | None]
+
+    def __post_init__(self) -> None:
+        self._listings: dict[str, DirectoryListing | None] = {}
+        self._pending_dirs: set[str] = set()
+        for path, state in self.pending.items():
+            if state is not None:
+                parent = posixpath.dirname(path)
+                while parent and parent not in self._pending_dirs:
+                    self._pending_dirs.add(parent)
+                    parent = posixpath.dirname(parent)
+
+    def load(self, directories: Iterable[str]) -> None:
+        missing = sorted({d for d in directories if d not in self._listings})
+        if missing:
+            self._listings.update(self.tree.read_many(missing))
+
+    def file_state(self, path: str) -> FileState | None:
+        if path in self.pending:
+            return self.pending[path]
+        parent, name = posixpath.split(path)
+        self.load([parent])
+        listing = self._listings[parent]
+        if listing is None or name not in listing.files:
+            return None
+        entry = listing.files[name]
+        return FileState(size=entry.size, md5=entry.digest)
+
+    def is_directory(self, path: str) -> bool:
+        if path in self._pending_dirs:
+            return True
+        parent, name = posixpath.split(path)
+        self.load([parent])
+        listing = self._listings[parent]
+        return listing is not None and name in listing.directories
+
+    def files_state(self, paths: Iterable[str]) -> dict[str, FileState | None]:
+        paths = list(paths)
+        self.load(posixpath.dirname(p) for p in paths if p not in self.pending)
+        return {path: self.file_state(path) for path in paths}
+
+
+def archive_view(archive: ZarrArchive) -> ArchiveView:
+    return ArchiveView(archive_tree(archive), pending_changes(archive))
+
+
+@dataclass(frozen=True)
+class FileNode:
+    path: str
+    size: int
+    md5: str
+
+
+@dataclass(frozen=True)
+class DirectoryNode:
+    path: str
+    listing: DirectoryListing
+
+
+def node_get(archive: ZarrArchive, path: str) -> FileNode | DirectoryNode:
+    """A file or directory of the applied tree; one .checksum read for a directory."""
+    tree = archive_tree(archive)
+    path = path.strip("/")
+    listing = tree.read(path)
+    if listing is not None:
+        return DirectoryNode(path, listing)
+    if path == "":
+        return DirectoryNode("", DirectoryListing())
+    parent, name = posixpath.split(path)
+    parent_listing = tree.read(parent)
+    if parent_listing is not None and name in parent_listing.files:
+        entry = parent_listing.files[name]
+        return FileNode(path, entry.size, entry.digest)
+    raise NotFound(f"{path!r} is not in zarr archive {archive.zarr_id}", path=path)
+
+
+def files_below(
+    archive: ZarrArchive, directory: str, *, after: str | None = None
+) -> Iterator[FileNode]:
+    """Every file below ``directory`` in path order, from the tree, starting after ``after``.
+
+    Walks the .checksum tree depth-first, skipping subtrees wholly before the cursor.
+    """
+    tree = archive_tree(archive)
+
+    def walk(prefix: str) -> Iterator[FileNode]:
+        listing = tree.read(prefix)
+        if listing is None:
+            return
+        entries: list[tuple[str, bool]] = [(name, False) for name in listing.files]
+        entries += [(name, True) for name in listing.directories]
+        # Path order: a directory's files sort as "name/..." ("/" is U+002F).
+        entries.sort(key=lambda item: item[0] + "/" if item[1] else item[0])
+        for name, is_dir in entries:
+            path = f"{prefix}/{name}" if prefix else name
+            if is_dir:
+                if after is not None and after >= path + "/\U0010ffff":
+                    continue
+                yield from walk(path)
+            elif after is None or path > after:
+                entry = listing.files[name]
+                yield FileNode(path, entry.size, entry.digest)
+
+    yield from walk(directory.strip("/"))
+
+
+def download_url(key: str) -> str:
+    return get_store().presigned_get_url(
+        key, expires_in=settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+    )

@@ -1,0 +1,591 @@
+"""Business logic: every write to dandisets, archives and batches goes through here.
+
+Locking (Zulip's rules): whatever reads state and then writes based on it holds a row lock, and
+locks are always taken in one order: Dandiset -> ZarrArchive -> TreeLock. Batch operations lock
+the archive row; the tree update locks the archive's TreeLock row, so a batch may be started or
+completed while the previous one is being applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from checksums import TreeSummary, apply_changes, compute_tree
+from zarr_api.exceptions import Conflict, Forbidden, NotFound, ValidationFailed
+from zarr_api.models import (
+    Asset,
+    Batch,
+    BatchFile,
+    Dandiset,
+    TreeLock,
+    Version,
+    ZarrArchive,
+)
+from zarr_api.paths import etag_problem, path_problem
+from zarr_api.selectors import (
+    ArchiveView,
+    archive_tree,
+    archive_view,
+    pending_changes,
+    user_can_write,
+)
+from zarr_api.storage import get_store
+from zarr_api.tree import checksum_key
+
+logger = logging.getLogger(__name__)
+
+
+# --- Dandisets and archives ------------------------------------------------------------------
+
+
+def dandiset_create(*, user: Any, name: str) -> Dandiset:
+    with transaction.atomic():
+        dandiset = Dandiset.objects.create(name=name)
+        dandiset.owners.add(user)
+        Version.objects.create(dandiset=dandiset, version=Version.DRAFT)
+    return dandiset
+
+
+def _require_writer(user: Any, dandiset: Dandiset) -> None:
+    if not user_can_write(user, dandiset):
+        raise Forbidden(f"only owners of dandiset {dandiset.identifier} (or staff) may do this")
+
+
+def _require_unfrozen(archive: ZarrArchive) -> None:
+    if archive.frozen:
+        raise Forbidden(
+            f"zarr archive {archive.zarr_id} is frozen: a published version of dandiset "
+            f"{archive.dandiset.identifier} contains it, so it can no longer change"
+        )
+
+
+def archive_create(*, user: Any, dandiset: Dandiset, name: str) -> ZarrArchive:
+    _require_writer(user, dandiset)
+    problem = path_problem(name) if "/" not in name else "must be a single name without '/'"
+    if problem:
+        raise ValidationFailed(f"archive name {name!r} {problem}")
+    try:
+        with transaction.atomic():
+            archive = ZarrArchive.objects.create(dandiset=dandiset, name=name)
+            TreeLock.objects.create(archive=archive)
+    except IntegrityError as error:
+        raise Conflict(
+            f"dandiset {dandiset.identifier} already has a zarr archive named {name!r}"
+        ) from error
+    return archive
+
+
+def _lock_archive(archive: ZarrArchive) -> ZarrArchive:
+    return ZarrArchive.objects.select_for_update().select_related("dandiset").get(pk=archive.pk)
+
+
+# --- Upload batches --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UploadTarget:
+    path: str
+    upload_url: str
+
+
+def _check_batch_size(count: int) -> None:
+    limit = settings.DANDIZARR_BATCH_LIMIT
+    if count == 0:
+        raise ValidationFailed("the batch is empty: give at least one file")
+    if count > limit:
+        raise ValidationFailed(f"the batch has {count} files; at most {limit} are allowed")
+
+
+def _validate_paths(paths: Sequence[Any]) -> None:
+    problems = [{"path": p, "problem": problem} for p in paths if (problem := path_problem(p))]
+    seen: set[str] = set()
+    for path in paths:
+        if path in seen:
+            problems.append({"path": path, "problem": "appears more than once in the batch"})
+        seen.add(path)
+    if problems:
+        shown = "; ".join(f"{p['path']!r} {p['problem']}" for p in problems[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise ValidationFailed(f"invalid paths: {shown}{more}", paths=problems)
+
+
+def _check_file_directory_clashes(paths: Sequence[str], view: ArchiveView) -> None:
+    """A file may not share its path with a directory, in the batch or in the archive."""
+    batch = set(paths)
+    ancestors = {a for p in paths for a in _ancestors(p)}
+    problems = []
+    for path in paths:
+        if path in ancestors:
+            problems.append({"path": path, "problem": "is also a directory in this batch"})
+    view.load({posixpath.dirname(p) for p in paths} | {posixpath.dirname(a) for a in ancestors})
+    for path in paths:
+        if view.is_directory(path):
+            problems.append({"path": path, "problem": "is a directory in the archive"})
+    for ancestor in sorted(ancestors - batch):
+        if view.file_state(ancestor) is not None:
+            clashing = next(p for p in paths if p.startswith(ancestor + "/"))
+            problems.append(
+                {"path": clashing, "problem": f"would be inside {ancestor!r}, which is a file"}
+            )
+    if problems:
+        shown = "; ".join(f"{p['path']!r} {p['problem']}" for p in problems[:5])
+        raise ValidationFailed(f"invalid paths: {shown}", paths=problems)
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def batch_start(*, user: Any, archive: ZarrArchive, files: Sequence[Any]) -> list[UploadTarget]:
+    if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+        raise ValidationFailed('the body must be a list of {"path": ..., "etag": ...} objects')
+    _check_batch_size(len(files))
+    paths = [f.get("path") for f in files]
+    _validate_paths(paths)
+    bad_etags = [
+        {"path": f["path"], "problem": f"etag {problem}"}
+        for f in files
+        if (problem := etag_problem(f.get("etag")))
+    ]
+    if bad_etags:
+        shown = "; ".join(f"{p['path']!r} {p['problem']}" for p in bad_etags[:5])
+        raise ValidationFailed(f"invalid etags: {shown}", paths=bad_etags)
+
+    with transaction.atomic():
+        archive = _lock_archive(archive)
+        _require_writer(user, archive.dandiset)
+        _require_unfrozen(archive)
+        if Batch.objects.filter(archive=archive, state=Batch.State.OPEN).exists():
+            raise Conflict(
+                f"zarr archive {archive.zarr_id} already has an upload batch in progress; "
+                "complete or cancel it first"
+            )
+        _check_file_directory_clashes(paths, archive_view(archive))
+        try:
+            with transaction.atomic():
+                batch = Batch.objects.create(
+                    archive=archive, kind=Batch.Kind.UPLOAD, state=Batch.State.OPEN, user=user
+                )
+        except IntegrityError as error:  # the unique constraint caught a concurrent start
+            raise Conflict(
+                f"zarr archive {archive.zarr_id} already has an upload batch in progress"
+            ) from error
+        BatchFile.objects.bulk_create(
+            BatchFile(batch=batch, path=f["path"], md5=f["etag"]) for f in files
+        )
+    store = get_store()
+    expiry = settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+    return [
+        UploadTarget(
+            f["path"],
+            store.presigned_put_url(
+                archive.storage_prefix + f["path"], f["etag"], expires_in=expiry
+            ),
+        )
+        for f in files
+    ]
+
+
+def _open_batch(archive: ZarrArchive) -> Batch:
+    batch = Batch.objects.filter(archive=archive, state=Batch.State.OPEN).first()
+    if batch is None:
+        raise NotFound(f"zarr archive {archive.zarr_id} has no upload batch in progress")
+    return batch
+
+
+def _next_sequence(archive: ZarrArchive) -> int:
+    # Called with the archive row locked, so sequences are assigned one at a time.
+    current = Batch.objects.filter(archive=archive).aggregate(m=Max("sequence"))["m"]
+    return (current or 0) + 1
+
+
+@dataclass
+class Verification:
+    missing: list[str] = field(default_factory=list)
+    mismatched: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.mismatched
+
+
+def batch_complete(*, user: Any, archive: ZarrArchive) -> Batch:
+    """Verify every file of the open batch in storage; on success queue its tree update."""
+    with transaction.atomic():
+        archive = _lock_archive(archive)
+        _require_writer(user, archive.dandiset)
+        _require_unfrozen(archive)
+        batch = _open_batch(archive)
+        files = list(batch.files.all())
+        heads = get_store().head_many(
+            [archive.storage_prefix + f.path for f in files],
+            max_workers=settings.DANDIZARR_STORAGE_CONCURRENCY,
+        )
+        result = Verification()
+        for f in files:
+            info = heads[archive.storage_prefix + f.path]
+            if info is None:
+                result.missing.append(f.path)
+            elif info.etag != f.md5:
+                result.mismatched.append({"path": f.path, "expected": f.md5, "actual": info.etag})
+            else:
+                f.size = info.size
+        if not result.ok:
+            parts = []
+            if result.missing:
+                parts.append(f"{len(result.missing)} missing ({', '.join(result.missing[:5])})")
+            if result.mismatched:
+                names = ", ".join(m["path"] for m in result.mismatched[:5])
+                parts.append(f"{len(result.mismatched)} with another md5 ({names})")
+            raise ValidationFailed(
+                "the batch is not complete: " + "; ".join(parts) + ". Upload them again and "
+                "complete again, or cancel the batch",
+                verified=False,
+                missing=result.missing,
+                mismatched=result.mismatched,
+            )
+        BatchFile.objects.bulk_update(files, ["size"], batch_size=1000)
+        batch.state = Batch.State.PENDING
+        batch.sequence = _next_sequence(archive)
+        batch.completed = timezone.now()
+        batch.save(update_fields=["state", "sequence", "completed"])
+        _schedule_propagation(archive)
+    return batch
+
+
+def batch_cancel(*, user: Any | None, archive: ZarrArchive, reason: str = "cancelled") -> Batch:
+    """Cancel the open batch: delete what it uploaded, and keep the tree equal to storage.
+
+    A path the batch did not change (storage still holds the archive's version of it) is kept.
+    Anything else the batch uploaded is deleted; where that was an overwrite, the old content
+    is gone from storage too, so the path is removed from the archive by a deletion batch.
+    """
+    with transaction.atomic():
+        archive = _lock_archive(archive)
+        batch = _open_batch(archive)
+        if user is not None and user != batch.user:
+            _require_writer(user, archive.dandiset)
+        _require_unfrozen(archive)
+        paths = list(batch.files.values_list("path", flat=True))
+        committed = archive_view(archive).files_state(paths)
+        heads = get_store().head_many(
+            [archive.storage_prefix + p for p in paths],
+            max_workers=settings.DANDIZARR_STORAGE_CONCURRENCY,
+        )
+        to_delete: list[str] = []
+        to_unlist: list[str] = []
+        for path in paths:
+            info = heads[archive.storage_prefix + path]
+            known = committed[path]
+            if info is not None and known is not None and info.etag == known.md5:
+                continue  # untouched by this batch
+            if info is not None:
+                to_delete.append(path)
+            if known is not None:
+                to_unlist.append(path)
+        get_store().delete_many(archive.storage_prefix + p for p in to_delete)
+        batch.state = Batch.State.CANCELLED
+        batch.completed = timezone.now()
+        batch.note = reason
+        batch.save(update_fields=["state", "completed", "note"])
+        if to_unlist:
+            _create_deletion(
+                archive, user, to_unlist, note=f"overwritten by cancelled batch {batch.pk}"
+            )
+    return batch
+
+
+def _create_deletion(archive: ZarrArchive, user: Any | None, paths: list[str], note: str) -> Batch:
+    deletion = Batch.objects.create(
+        archive=archive,
+        kind=Batch.Kind.DELETE,
+        state=Batch.State.PENDING,
+        user=user if user is not None and user.is_authenticated else None,
+        sequence=_next_sequence(archive),
+        completed=timezone.now(),
+        note=note,
+    )
+    BatchFile.objects.bulk_create(BatchFile(batch=deletion, path=p) for p in paths)
+    _schedule_propagation(archive)
+    return deletion
+
+
+def files_delete(*, user: Any, archive: ZarrArchive, entries: Sequence[Any]) -> Batch:
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ValidationFailed('the body must be a list of {"path": ...} objects')
+    _check_batch_size(len(entries))
+    paths = [e.get("path") for e in entries]
+    _validate_paths(paths)
+    with transaction.atomic():
+        archive = _lock_archive(archive)
+        _require_writer(user, archive.dandiset)
+        _require_unfrozen(archive)
+        if Batch.objects.filter(archive=archive, state=Batch.State.OPEN).exists():
+            raise Conflict(
+                f"zarr archive {archive.zarr_id} has an upload batch in progress; complete or "
+                "cancel it before deleting files"
+            )
+        state = archive_view(archive).files_state(paths)
+        missing = [p for p in paths if state[p] is None]
+        if missing:
+            raise NotFound(
+                f"{len(missing)} of the paths are not in zarr archive {archive.zarr_id}, so "
+                f"nothing was deleted: {', '.join(repr(p) for p in missing[:5])}",
+                missing=missing,
+            )
+        deletion = _create_deletion(archive, user, paths, note="deleted by request")
+        # Storage deletes last: if they fail, the transaction rolls back and nothing changed
+        # in the database; objects already deleted are absent, as the tree will say once retried.
+        get_store().delete_many(archive.storage_prefix + p for p in paths)
+    return deletion
+
+
+# --- Tree propagation --------------------------------------------------------------------------
+
+
+def _schedule_propagation(archive: ZarrArchive) -> None:
+    from zarr_api.tasks import propagate_archive
+
+    archive_pk = archive.pk
+    transaction.on_commit(lambda: propagate_archive.delay(archive_pk))
+
+
+def archive_propagate(archive_pk: int) -> TreeSummary | None:
+    """Apply every pending batch of the archive to its .checksum tree; idempotent.
+
+    Holds the archive's TreeLock for the whole update, so two updates of one archive never run
+    at once. Changes are absolute (a path's new state, or removed), so a rerun after a crash
+    half-way rewrites the same tree and counts nothing twice.
+    """
+    with transaction.atomic():
+        try:
+            TreeLock.objects.select_for_update().get(archive_id=archive_pk)
+        except TreeLock.DoesNotExist:
+            return None  # the archive was deleted
+        archive = ZarrArchive.objects.get(pk=archive_pk)
+        batch_ids = list(
+            Batch.objects.filter(archive=archive, state=Batch.State.PENDING).values_list(
+                "pk", flat=True
+            )
+        )
+        if not batch_ids:
+            return None
+        changes = pending_changes(archive)
+        summary = apply_changes(archive_tree(archive), changes)
+        now = timezone.now()
+        ZarrArchive.objects.filter(pk=archive_pk).update(
+            checksum=summary.digest, file_count=summary.count, size=summary.size, modified=now
+        )
+        Batch.objects.filter(pk__in=batch_ids).update(state=Batch.State.APPLIED, applied=now)
+    logger.info(
+        "archive %s: applied %d batch(es), %s", archive.zarr_id, len(batch_ids), summary.digest
+    )
+    return summary
+
+
+# --- Audit ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class AuditReport:
+    zarr_id: str
+    checksum_before: str
+    checksum_after: str
+    file_count: int
+    size: int
+    directories_rewritten: list[str] = field(default_factory=list)
+    stale_checksum_files_deleted: list[str] = field(default_factory=list)
+
+    @property
+    def drift(self) -> bool:
+        return bool(
+            self.directories_rewritten
+            or self.stale_checksum_files_deleted
+            or self.checksum_before != self.checksum_after
+        )
+
+
+def archive_audit(archive: ZarrArchive) -> AuditReport:
+    """Recompute the whole tree from a storage listing, rewrite what differs, report drift.
+
+    Streams: the listing comes sorted from storage and each directory's .checksum is compared
+    and written as soon as it is finished.
+    """
+    store = get_store()
+    with transaction.atomic():
+        locked = _lock_archive(archive)
+        if Batch.objects.filter(archive=locked, state=Batch.State.OPEN).exists():
+            raise Conflict(
+                f"zarr archive {locked.zarr_id} has an upload batch in progress; cancel it first"
+            )
+        TreeLock.objects.select_for_update().get(archive=locked)
+        tree = archive_tree(locked)
+        report = AuditReport(str(locked.zarr_id), locked.checksum, "", 0, 0)
+        seen: set[str] = set()
+
+        def on_directory(directory: str, listing: Any) -> None:
+            seen.add(directory)
+            if tree.read(directory) != listing:
+                tree.write_many({directory: listing})
+                report.directories_rewritten.append(directory)
+
+        prefix = locked.storage_prefix
+        summary = compute_tree(
+            ((info.key[len(prefix) :], info.size, info.etag) for info in store.list(prefix)),
+            on_directory=on_directory,
+        )
+        stale = []
+        for info in store.list(locked.checksum_prefix):
+            directory = posixpath.dirname(info.key[len(locked.checksum_prefix) :])
+            if directory not in seen or (directory == "" and summary.count == 0):
+                stale.append(directory)
+        tree.delete_many(stale)
+        report.stale_checksum_files_deleted = stale
+        report.checksum_after = summary.digest
+        report.file_count = summary.count
+        report.size = summary.size
+        now = timezone.now()
+        ZarrArchive.objects.filter(pk=locked.pk).update(
+            checksum=summary.digest, file_count=summary.count, size=summary.size, modified=now
+        )
+        # Storage is the truth now: pending batches are reflected in the listing.
+        Batch.objects.filter(archive=locked, state=Batch.State.PENDING).update(
+            state=Batch.State.APPLIED, applied=now, note="applied by audit"
+        )
+    return report
+
+
+def checksum_file_key(archive: ZarrArchive, directory: str) -> str:
+    return checksum_key(str(archive.zarr_id), directory)
+
+
+def stale_batches_cancel() -> int:
+    cutoff = timezone.now() - timedelta(seconds=settings.DANDIZARR_STALE_BATCH_SECONDS)
+    cancelled = 0
+    for archive_pk in Batch.objects.filter(state=Batch.State.OPEN, created__lt=cutoff).values_list(
+        "archive_id", flat=True
+    ):
+        archive = ZarrArchive.objects.get(pk=archive_pk)
+        try:
+            batch_cancel(user=None, archive=archive, reason="stale: open past its URLs' expiry")
+        except (NotFound, Forbidden):
+            continue
+        cancelled += 1
+    return cancelled
+
+
+def archives_with_stalled_propagation(older_than_seconds: int = 60) -> list[int]:
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    return list(
+        Batch.objects.filter(state=Batch.State.PENDING, completed__lt=cutoff)
+        .values_list("archive_id", flat=True)
+        .distinct()
+    )
+
+
+# --- Assets and publishing -----------------------------------------------------------------------
+
+
+def _draft(dandiset: Dandiset) -> Version:
+    return Version.objects.get(dandiset=dandiset, version=Version.DRAFT)
+
+
+def asset_create(*, user: Any, dandiset: Dandiset, path: str, zarr_id: Any, metadata: Any) -> Asset:
+    _require_writer(user, dandiset)
+    problem = path_problem(path)
+    if problem:
+        raise ValidationFailed(f"asset path {path!r} {problem}")
+    if not isinstance(metadata, dict):
+        raise ValidationFailed("metadata must be a JSON object")
+    archive = ZarrArchive.objects.filter(zarr_id=zarr_id).first()
+    if archive is None:
+        raise ValidationFailed(f"no zarr archive with zarr_id {zarr_id}")
+    if archive.dandiset_id != dandiset.pk:
+        raise ValidationFailed(
+            f"zarr archive {zarr_id} belongs to dandiset {archive.dandiset.identifier}, "
+            f"not {dandiset.identifier}"
+        )
+    try:
+        with transaction.atomic():
+            return Asset.objects.create(
+                version=_draft(dandiset), path=path, zarr=archive, metadata=metadata
+            )
+    except IntegrityError as error:
+        raise Conflict(
+            f"the draft of {dandiset.identifier} already has an asset at {path!r}"
+        ) from error
+
+
+def asset_update(*, user: Any, asset: Asset, path: str | None, metadata: Any | None) -> Asset:
+    if not asset.version.is_draft:
+        raise Forbidden("assets of a published version are read-only")
+    _require_writer(user, asset.version.dandiset)
+    if path is not None:
+        problem = path_problem(path)
+        if problem:
+            raise ValidationFailed(f"asset path {path!r} {problem}")
+        asset.path = path
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise ValidationFailed("metadata must be a JSON object")
+        asset.metadata = metadata
+    try:
+        with transaction.atomic():
+            asset.save()
+    except IntegrityError as error:
+        raise Conflict(f"the draft already has an asset at {path!r}") from error
+    return asset
+
+
+def asset_delete(*, user: Any, asset: Asset) -> None:
+    if not asset.version.is_draft:
+        raise Forbidden("assets of a published version are read-only")
+    _require_writer(user, asset.version.dandiset)
+    asset.delete()
+
+
+def version_publish(*, user: Any, dandiset: Dandiset) -> Version:
+    """Copy the draft into a new read-only version; its zarr archives become frozen."""
+    _require_writer(user, dandiset)
+    with transaction.atomic():
+        dandiset = Dandiset.objects.select_for_update().get(pk=dandiset.pk)
+        draft = _draft(dandiset)
+        assets = list(draft.assets.all())
+        if not assets:
+            raise ValidationFailed(f"the draft of dandiset {dandiset.identifier} has no assets")
+        archive_pks = sorted({a.zarr_id for a in assets})
+        archives = list(
+            ZarrArchive.objects.select_for_update().filter(pk__in=archive_pks).order_by("pk")
+        )
+        busy = Batch.objects.filter(
+            archive__in=archives, state__in=[Batch.State.OPEN, Batch.State.PENDING]
+        ).values_list("archive__zarr_id", flat=True)
+        if busy:
+            raise Conflict(
+                "cannot publish while an upload is in progress or checksums are pending for "
+                f"zarr archive(s) {', '.join(str(z) for z in sorted(set(busy)))}"
+            )
+        now = timezone.now()
+        name = f"0.{now:%y%m%d.%H%M%S}"
+        suffix = 0
+        while Version.objects.filter(dandiset=dandiset, version=name).exists():
+            suffix += 1
+            name = f"0.{now:%y%m%d.%H%M%S}.{suffix}"
+        version = Version.objects.create(dandiset=dandiset, version=name)
+        Asset.objects.bulk_create(
+            Asset(version=version, path=a.path, zarr_id=a.zarr_id, metadata=a.metadata)
+            for a in assets
+        )
+        ZarrArchive.objects.filter(pk__in=archive_pks).update(frozen=True, modified=now)
+    return version

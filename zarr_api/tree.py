@@ -1,0 +1,91 @@
+"""The ``.checksum`` tree of an archive, stored next to it in object storage.
+
+Implements ``checksums.ChecksumTree`` over an ``ObjectStore``: each level's reads and writes are
+issued concurrently, and every request is counted so benchmarks can report them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import ClassVar, TypeVar
+
+from checksums import DirectoryListing, decode_checksum_file, encode_checksum_file
+from objectstore import ObjectNotFound, ObjectStore
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 32
+
+
+def configure_pool(size: int) -> None:
+    global _pool_size
+    _pool_size = size
+
+
+def storage_map(function: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``map`` over a shared thread pool: storage requests in parallel, results in order."""
+    global _pool
+    items = list(items)
+    if len(items) <= 1:
+        return [function(item) for item in items]
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="storage")
+    return list(_pool.map(function, items))
+
+
+def checksum_key(zarr_id: str, directory: str) -> str:
+    directory = directory.strip("/")
+    return f"zarr_checksums/{zarr_id}/{directory + '/' if directory else ''}.checksum"
+
+
+@dataclass
+class StorageChecksumTree:
+    store: ObjectStore
+    zarr_id: str
+    reads: int = 0
+    writes: int = 0
+    deletes: int = 0
+    _counter_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # Totals over every tree in this process, for benchmarks and metrics.
+    total_reads: ClassVar[int] = 0
+    total_writes: ClassVar[int] = 0
+
+    def _count(self, reads: int = 0, writes: int = 0, deletes: int = 0) -> None:
+        with self._counter_lock:
+            self.reads += reads
+            self.writes += writes
+            self.deletes += deletes
+            StorageChecksumTree.total_reads += reads
+            StorageChecksumTree.total_writes += writes
+
+    def read(self, directory: str) -> DirectoryListing | None:
+        self._count(reads=1)
+        try:
+            data = self.store.get(checksum_key(self.zarr_id, directory))
+        except ObjectNotFound:
+            return None
+        return decode_checksum_file(data)
+
+    def read_many(self, directories: Sequence[str]) -> dict[str, DirectoryListing | None]:
+        return dict(zip(directories, storage_map(self.read, directories), strict=True))
+
+    def write_many(self, listings: Mapping[str, DirectoryListing]) -> None:
+        def write(item: tuple[str, DirectoryListing]) -> None:
+            directory, listing = item
+            self.store.put(checksum_key(self.zarr_id, directory), encode_checksum_file(listing))
+
+        self._count(writes=len(listings))
+        storage_map(write, listings.items())
+
+    def delete_many(self, directories: Sequence[str]) -> None:
+        if directories:
+            self._count(deletes=len(directories))
+            self.store.delete_many([checksum_key(self.zarr_id, d) for d in directories])
