@@ -28,7 +28,16 @@ class AssetAdmin(admin.ModelAdmin[Asset]):
 class BatchInline(admin.TabularInline[Batch, ZarrArchive]):
     model = Batch
     fields = ["kind", "state", "user", "sequence", "created", "completed", "applied", "note"]
-    readonly_fields = fields
+    readonly_fields = (
+        "kind",
+        "state",
+        "user",
+        "sequence",
+        "created",
+        "completed",
+        "applied",
+        "note",
+    )
     extra = 0
     can_delete = False
     ordering = ["-id"]
@@ -81,7 +90,7 @@ class ZarrArchiveAdmin(admin.ModelAdmin[ZarrArchive]):
 class BatchFileInline(admin.TabularInline[BatchFile, Batch]):
     model = BatchFile
     fields = ["path", "md5", "size"]
-    readonly_fields = fields
+    readonly_fields = ("path", "md5", "size")
     extra = 0
     can_delete = False
 

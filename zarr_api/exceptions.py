@@ -12,7 +12,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 class DomainError(Exception):
     """An error a client caused; rendered as ``{"detail": message, ...extra}``."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
 
     def __init__(self, message: str, **extra: Any) -> None:
         super().__init__(message)

@@ -65,7 +65,8 @@ def pending_changes(archive: ZarrArchive) -> dict[str, FileState | None]:
         .values_list("batch__kind", "path", "md5", "size")
     )
     for kind, path, md5, size in rows.iterator(chunk_size=2000):
-        changes[path] = FileState(size=size, md5=md5) if kind == Batch.Kind.UPLOAD else None
+        # Pending uploads were verified, which recorded their sizes.
+        changes[path] = FileState(size=size or 0, md5=md5) if kind == Batch.Kind.UPLOAD else None
     return changes
 
 

@@ -12,7 +12,9 @@ from zarr_api.models import Asset, Dandiset, Version, ZarrArchive
 
 class DandisetSerializer(serializers.ModelSerializer[Dandiset]):
     identifier = serializers.CharField(read_only=True)
-    owners = serializers.SlugRelatedField(many=True, read_only=True, slug_field="username")
+    owners: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="username"
+    )
 
     class Meta:
         model = Dandiset
@@ -57,7 +59,8 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
                 settings.DANDIZARR_S3_PRESIGN_ENDPOINT_URL or settings.DANDIZARR_S3_ENDPOINT_URL
             )
             if endpoint:
-                return f"{endpoint.rstrip('/')}/{settings.DANDIZARR_S3_BUCKET}/{archive.storage_prefix}"
+                base = f"{endpoint.rstrip('/')}/{settings.DANDIZARR_S3_BUCKET}"
+                return f"{base}/{archive.storage_prefix}"
             return (
                 f"https://{settings.DANDIZARR_S3_BUCKET}.s3.amazonaws.com/{archive.storage_prefix}"
             )

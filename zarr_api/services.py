@@ -147,7 +147,7 @@ def _ancestors(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def batch_start(*, user: Any, archive: ZarrArchive, files: Sequence[Any]) -> list[UploadTarget]:
+def batch_start(*, user: Any, archive: ZarrArchive, files: Any) -> list[UploadTarget]:
     if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
         raise ValidationFailed('the body must be a list of {"path": ..., "etag": ...} objects')
     _check_batch_size(len(files))
@@ -321,7 +321,7 @@ def _create_deletion(archive: ZarrArchive, user: Any | None, paths: list[str], n
     return deletion
 
 
-def files_delete(*, user: Any, archive: ZarrArchive, entries: Sequence[Any]) -> Batch:
+def files_delete(*, user: Any, archive: ZarrArchive, entries: Any) -> Batch:
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ValidationFailed('the body must be a list of {"path": ...} objects')
     _check_batch_size(len(entries))

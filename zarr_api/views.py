@@ -326,7 +326,7 @@ class FilesView(APIView):
     def _recursive(self, request: Request, archive: ZarrArchive, path: str) -> Response:
         limit = _page_number(request, "limit", 1000, 10000)
         after = request.query_params.get("after")
-        results = []
+        results: list[dict[str, Any]] = []
         for node in selectors.files_below(archive, path, after=after):
             if len(results) == limit:
                 break
@@ -334,7 +334,7 @@ class FilesView(APIView):
         next_url = None
         if len(results) == limit:
             query = request.query_params.copy()
-            query["after"] = results[-1]["path"]
+            query["after"] = str(results[-1]["path"])
             next_url = request.build_absolute_uri(f"{request.path}?{urlencode(query)}")
         return Response({"results": results, "next": next_url})
 

@@ -89,7 +89,12 @@ def worker_env(settings: Any, s3_storage: str, zarr_id: str) -> Iterator[dict[st
     database = connection.settings_dict
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgresql://{database['USER'] or 'postgres'}@{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}/{database['NAME']}",
+        "DATABASE_URL": "postgresql://{}@{}:{}/{}".format(
+            database["USER"] or "postgres",
+            database["HOST"] or "127.0.0.1",
+            database["PORT"] or 5432,
+            database["NAME"],
+        ),
         "CELERY_BROKER_URL": REDIS_URL,
         "DANDIZARR_CELERY_QUEUE": queue,
         "DANDIZARR_CELERY_VISIBILITY_TIMEOUT": "3",

@@ -45,7 +45,9 @@ def test_two_clients_start_a_batch_at_once_exactly_one_wins(owner: Actor, zarr_i
         )
 
     for attempt in range(3):
-        codes = run_together([lambda: start(f"a{attempt}"), lambda: start(f"b{attempt}")])
+        codes = run_together(
+            [lambda a=attempt: start(f"a{a}"), lambda a=attempt: start(f"b{a}")]  # type: ignore[misc]
+        )
         assert sorted(codes) == [200, 409], codes
         assert Batch.objects.filter(archive__zarr_id=zarr_id, state="open").count() == 1
         assert owner.client.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
