@@ -102,16 +102,25 @@ def worker_env(settings: Any, s3_storage: str, zarr_id: str) -> Iterator[dict[st
         "DANDIZARR_S3_ENDPOINT_URL": settings.DANDIZARR_S3_ENDPOINT_URL,
         "DANDIZARR_S3_BUCKET": settings.DANDIZARR_S3_BUCKET,
     }
-    previous = {k: app.conf[k] for k in ("broker_url", "task_always_eager", "task_default_queue")}
+    keys = ("broker_url", "task_always_eager", "task_default_queue", "broker_transport_options")
+    previous = {k: app.conf[k] for k in keys}
     app.conf.update(
         broker_url=REDIS_URL,
         task_always_eager=False,
         task_default_queue=queue,
         broker_transport_options={"visibility_timeout": 3},
     )
+    _drop_celery_caches()
     yield env
     app.conf.update(previous)
+    _drop_celery_caches()
     redis.Redis.from_url(REDIS_URL).delete(queue)
+
+
+def _drop_celery_caches() -> None:
+    """Make the app re-read broker and queue settings: earlier eager calls may have built them."""
+    app.__dict__.pop("amqp", None)
+    app._pool = None
 
 
 def wait_for(condition: Any, timeout: float, message: str) -> None:
