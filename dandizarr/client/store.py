@@ -1,0 +1,439 @@
+"""``ArchiveStore``: a read-only zarr-python 3 store over one archive of a dandizarr service.
+
+``zarr.open_array(store=ArchiveStore(server, zarr_id), mode="r")`` (or ``zarr.open_group``,
+``zarr.open``) reads any archive the service holds, zarr v2 or v3, without downloading it.
+
+How a key is read (docs/api.md):
+
+* The first time a key of directory ``d`` is asked for, ``GET /api/zarr/{id}/files/{d}`` lists
+  ``d`` once (every page). That answers, with no further request, whether any key of ``d``
+  exists (absent chunks, metadata probes such as ``.zarray`` / ``zarr.json``) and its size.
+* A listing has no download URL, so the first read of a present key asks for its file entry
+  (``GET .../files/{key}``: presigned ``download_url``, size, md5). The entry is cached.
+* The bytes come from the download URL, with an HTTP ``Range`` header for partial reads: once
+  the entry is cached, one read is one storage request. An expired URL (403 from storage) or a
+  file that changed or vanished since it was listed makes the store forget what it knew about
+  the key and ask the service again, once.
+* Whole-file reads are checked against the size and md5 the service's tree records.
+
+The store is a snapshot in the sense that listings are cached for its lifetime; call
+``invalidate()`` to forget them (e.g. after the archive was changed by an upload).
+Blocking HTTP runs in worker threads (``asyncio.to_thread``) over pooled ``requests`` sessions:
+one for the service (with the token, if any) and one for storage (never with the token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from requests.adapters import HTTPAdapter
+
+try:
+    import zarr  # noqa: F401
+except ImportError as error:  # zarr is not a dependency of the service or the upload client
+    raise ImportError("ArchiveStore needs zarr-python 3: pip install 'zarr>=3,<4'") from error
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from zarr.core.buffer import Buffer, BufferPrototype
+
+from dandizarr import __version__
+from dandizarr.client.errors import ApiError, ClientError
+
+POOL_SIZE = 32
+PAGE_SIZE = 1000  # the service's largest page_size
+RECURSIVE_LIMIT = 10000  # the service's largest limit for recursive listings
+
+
+@dataclass
+class _Entry:
+    """What the store knows about one file: from a listing (no URL yet) or its file entry."""
+
+    size: int
+    digest: str
+    url: str | None = None
+
+
+@dataclass
+class _Directory:
+    """One directory's listing: its files and the names of its subdirectories."""
+
+    files: dict[str, _Entry] = field(default_factory=dict)
+    directories: set[str] = field(default_factory=set)
+
+
+def _session(token: str | None) -> requests.Session:
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    session.headers["User-Agent"] = f"dandizarr-store/{__version__}"
+    if token:
+        session.headers["Authorization"] = f"Token {token}"
+    return session
+
+
+def _split(key: str) -> tuple[str, str]:
+    """``("a/b", "c")`` for ``"a/b/c"``; ``("", "c")`` for ``"c"``."""
+    directory, _, name = key.rpartition("/")
+    return directory, name
+
+
+def _range_header(byte_range: ByteRequest | None, size: int) -> tuple[str | None, slice]:
+    """The ``Range`` header for ``byte_range`` of a ``size``-byte file (None: the whole file),
+    and the slice of the whole file it stands for (to cut a 200 answer to size)."""
+    if byte_range is None:
+        return None, slice(None)
+    if isinstance(byte_range, RangeByteRequest):
+        if byte_range.start < 0 or byte_range.end < byte_range.start:
+            raise ValueError(f"invalid byte range {byte_range}")
+        return f"bytes={byte_range.start}-{byte_range.end - 1}", slice(
+            byte_range.start, byte_range.end
+        )
+    if isinstance(byte_range, OffsetByteRequest):
+        if byte_range.offset < 0:
+            raise ValueError(f"invalid byte range {byte_range}")
+        return f"bytes={byte_range.offset}-", slice(byte_range.offset, None)
+    if isinstance(byte_range, SuffixByteRequest):
+        if byte_range.suffix < 0:
+            raise ValueError(f"invalid byte range {byte_range}")
+        return f"bytes=-{byte_range.suffix}", slice(max(0, size - byte_range.suffix), None)
+    raise TypeError(f"unexpected byte range {byte_range!r}")
+
+
+class _Stale(Exception):
+    """The cached entry no longer matches storage (expired URL, changed or vanished file)."""
+
+
+class ArchiveStore(Store):
+    """A read-only zarr store over archive ``zarr_id`` of the service at ``server_url``."""
+
+    supports_writes = False
+    supports_deletes = False
+    supports_listing = True
+
+    def __init__(
+        self,
+        server_url: str,
+        zarr_id: str,
+        token: str | None = None,
+        *,
+        read_only: bool = True,
+        timeout: float = 60.0,
+    ) -> None:
+        if not read_only:
+            raise ValueError("ArchiveStore is read-only")
+        super().__init__(read_only=True)
+        self.server_url = server_url.rstrip("/")
+        self.zarr_id = zarr_id
+        self.token = token
+        self.timeout = timeout
+        self._api = _session(token)
+        self._storage = _session(None)
+        self._lock = threading.Lock()
+        self._directories: dict[str, _Directory | None] = {}  # None: no such directory
+        self._directory_locks: dict[str, threading.Lock] = {}
+        # Requests made, for the curious (and the tests): service calls and storage reads.
+        self.api_requests = 0
+        self.storage_requests = 0
+
+    # --- identity ------------------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ArchiveStore)
+            and self.server_url == other.server_url
+            and self.zarr_id == other.zarr_id
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.server_url, self.zarr_id))
+
+    def __repr__(self) -> str:
+        return f"ArchiveStore({self.server_url!r}, {self.zarr_id!r})"
+
+    def __str__(self) -> str:
+        return f"{self.server_url}/api/zarr/{self.zarr_id}/files/"
+
+    def with_read_only(self, read_only: bool = False) -> ArchiveStore:
+        if not read_only:
+            raise ValueError("ArchiveStore is read-only")
+        return ArchiveStore(self.server_url, self.zarr_id, self.token, timeout=self.timeout)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "server_url": self.server_url,
+            "zarr_id": self.zarr_id,
+            "token": self.token,
+            "timeout": self.timeout,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(  # type: ignore[misc]
+            state["server_url"], state["zarr_id"], state["token"], timeout=state["timeout"]
+        )
+
+    def close(self) -> None:
+        super().close()
+        self._api.close()
+        self._storage.close()
+
+    def invalidate(self) -> None:
+        """Forget every cached listing and file entry."""
+        with self._lock:
+            self._directories.clear()
+
+    # --- HTTP --------------------------------------------------------------------------------
+
+    def _files_url(self, path: str) -> str:
+        return f"{self.server_url}/api/zarr/{quote(self.zarr_id, safe='')}/files/{quote(path)}"
+
+    def _api_get(self, url: str, params: dict[str, Any] | None = None) -> Any | None:
+        """The JSON answer of a GET to the service; None on 404."""
+        with self._lock:
+            self.api_requests += 1
+        try:
+            response = self._api.get(url, params=params, timeout=self.timeout)
+        except requests.RequestException as error:
+            raise ClientError(f"cannot reach {self.server_url}: {error}") from error
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            try:
+                body: Any = response.json()
+            except ValueError:
+                body = response.text[:300]
+            detail = body.get("detail", body) if isinstance(body, dict) else body
+            raise ApiError(
+                f"GET {url}: HTTP {response.status_code}: {detail}",
+                status=response.status_code,
+                method="GET",
+                url=url,
+                body=body,
+            )
+        return response.json()
+
+    # --- opening ----------------------------------------------------------------------------
+
+    def _check_archive(self) -> None:
+        url = f"{self.server_url}/api/zarr/{quote(self.zarr_id, safe='')}/"
+        if self._api_get(url) is None:
+            raise FileNotFoundError(f"no zarr archive {self.zarr_id} on {self.server_url}")
+
+    async def _open(self) -> None:
+        """Check that the archive exists (one request), so a wrong id is not an empty store."""
+        await asyncio.to_thread(self._check_archive)
+        await super()._open()
+
+    # --- listings and entries ----------------------------------------------------------------
+
+    def _fetch_directory(self, path: str) -> _Directory | None:
+        """List directory ``path`` from the service (every page); None when it is not one."""
+        answer = self._api_get(self._files_url(path), {"page_size": PAGE_SIZE})
+        if answer is None or answer.get("type") != "directory":
+            return None
+        directory = _Directory()
+        while True:
+            for item in answer["results"]:
+                if item["type"] == "directory":
+                    directory.directories.add(item["name"])
+                else:
+                    directory.files[item["name"]] = _Entry(int(item["size"]), item["digest"])
+            if not answer.get("next"):
+                return directory
+            answer = self._api_get(answer["next"])
+            if answer is None:  # the listing shrank under us: list it again
+                return self._fetch_directory(path)
+
+    def _directory(self, path: str, *, refresh: bool = False) -> _Directory | None:
+        """Directory ``path``'s listing, fetched once however many threads ask at a time."""
+        with self._lock:
+            if not refresh and path in self._directories:
+                return self._directories[path]
+            lock = self._directory_locks.setdefault(path, threading.Lock())
+        with lock:
+            with self._lock:
+                if not refresh and path in self._directories:
+                    return self._directories[path]
+            directory = self._fetch_directory(path)
+            with self._lock:
+                self._directories[path] = directory
+            return directory
+
+    def _entry(self, key: str, *, with_url: bool) -> _Entry | None:
+        """The key's entry, None when the archive holds no such file."""
+        parent, name = _split(key)
+        directory = self._directory(parent)
+        entry = directory.files.get(name) if directory is not None else None
+        if entry is None or not with_url or entry.url is not None:
+            return entry
+        answer = self._api_get(self._files_url(key))
+        if answer is None or answer.get("type") != "file":  # gone since the listing
+            self._forget(key)
+            return None
+        entry = _Entry(int(answer["size"]), answer["digest"], answer["download_url"])
+        with self._lock:
+            if directory is not None:
+                directory.files[name] = entry
+        return entry
+
+    def _forget(self, key: str) -> None:
+        """Drop the listing ``key`` was found in, so the next look-up asks the service again."""
+        parent, _ = _split(key)
+        with self._lock:
+            self._directories.pop(parent, None)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def _read(self, entry: _Entry, byte_range: ByteRequest | None) -> bytes:
+        header, wanted = _range_header(byte_range, entry.size)
+        start, stop, _ = wanted.indices(entry.size)
+        if stop <= start:  # nothing to fetch (an empty file, or a range past its end)
+            return b""
+        assert entry.url is not None
+        with self._lock:
+            self.storage_requests += 1
+        try:
+            response = self._storage.get(
+                entry.url,
+                headers={"Range": header} if header else None,
+                timeout=self.timeout,
+            )
+        except requests.RequestException as error:
+            raise ClientError(f"cannot read from storage: {error}") from error
+        if response.status_code in (403, 404):
+            raise _Stale()
+        if response.status_code == 416:
+            raise _Stale()  # we believed the range to be inside the file
+        if response.status_code == 206:
+            data = response.content
+            if len(data) != stop - start:
+                raise _Stale()
+            return data
+        if response.status_code == 200:
+            data = response.content
+            if len(data) != entry.size:
+                raise _Stale()
+            if header is None and hashlib.md5(data).hexdigest() != entry.digest:
+                raise _Stale()
+            return data[wanted]
+        raise ClientError(
+            f"storage answered HTTP {response.status_code} for a file of archive {self.zarr_id}"
+        )
+
+    def _get_sync(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
+        for attempt in range(2):
+            entry = self._entry(key, with_url=False)
+            if entry is None:
+                return None
+            start, stop, _ = _range_header(byte_range, entry.size)[1].indices(entry.size)
+            if stop <= start:  # an empty file, or a range past its end: nothing to fetch
+                return b""
+            entry = self._entry(key, with_url=True)
+            if entry is None:
+                return None
+            try:
+                return self._read(entry, byte_range)
+            except _Stale:
+                if attempt:
+                    raise ClientError(
+                        f"{key} of archive {self.zarr_id}: storage does not match the service's "
+                        "record of it (changed while being read?)"
+                    ) from None
+                self._forget(key)
+        raise AssertionError("unreachable")
+
+    async def get(
+        self,
+        key: str,
+        prototype: BufferPrototype,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
+        await self._ensure_open()
+        data = await asyncio.to_thread(self._get_sync, key, byte_range)
+        return None if data is None else prototype.buffer.from_bytes(data)
+
+    async def get_partial_values(
+        self,
+        prototype: BufferPrototype,
+        key_ranges: Iterable[tuple[str, ByteRequest | None]],
+    ) -> list[Buffer | None]:
+        return list(
+            await asyncio.gather(
+                *(self.get(key, prototype, byte_range) for key, byte_range in key_ranges)
+            )
+        )
+
+    async def exists(self, key: str) -> bool:
+        await self._ensure_open()
+        return await asyncio.to_thread(self._entry, key, with_url=False) is not None
+
+    async def getsize(self, key: str) -> int:
+        await self._ensure_open()
+        entry = await asyncio.to_thread(self._entry, key, with_url=False)
+        if entry is None:
+            raise FileNotFoundError(key)
+        return entry.size
+
+    async def getsize_prefix(self, prefix: str) -> int:
+        await self._ensure_open()
+        return sum(size for _, size in await asyncio.to_thread(self._files_below, prefix))
+
+    # --- writing: never ----------------------------------------------------------------------
+
+    async def set(self, key: str, value: Buffer) -> None:
+        raise ValueError("ArchiveStore is read-only: upload with the dandizarr client")
+
+    async def delete(self, key: str) -> None:
+        raise ValueError("ArchiveStore is read-only")
+
+    # --- listing -----------------------------------------------------------------------------
+
+    def _files_below(self, prefix: str) -> list[tuple[str, int]]:
+        """Every (key, size) starting with ``prefix``, in path order, from the recursive listing
+        of the directory holding the prefix."""
+        directory = prefix if prefix.endswith("/") or prefix == "" else _split(prefix)[0]
+        url: str | None = self._files_url(directory.strip("/"))
+        params: dict[str, Any] | None = {"recursive": "true", "limit": RECURSIVE_LIMIT}
+        found: list[tuple[str, int]] = []
+        while url:
+            answer = self._api_get(url, params)
+            if answer is None:
+                break
+            found += [
+                (item["path"], int(item["size"]))
+                for item in answer["results"]
+                if item["path"].startswith(prefix)
+            ]
+            url, params = answer.get("next"), None
+        return found
+
+    async def list(self) -> AsyncIterator[str]:
+        await self._ensure_open()
+        for key, _ in await asyncio.to_thread(self._files_below, ""):
+            yield key
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        await self._ensure_open()
+        for key, _ in await asyncio.to_thread(self._files_below, prefix):
+            yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        await self._ensure_open()
+        path = prefix.strip("/")
+        directory = await asyncio.to_thread(self._directory, path, refresh=True)
+        if directory is None:
+            return
+        for name in sorted(directory.directories | directory.files.keys()):
+            yield name
