@@ -12,3 +12,12 @@ def test_info_advertises_batch_limit_and_expiry(settings) -> None:
         response.json()["presigned_url_expiry_seconds"]
         == settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
     )
+
+
+@pytest.mark.django_db
+def test_openapi_schema_and_docs_are_served() -> None:
+    client = APIClient()
+    schema = client.get("/api/schema/")
+    assert schema.status_code == 200
+    assert b"/api/zarr/{zarr_id}/upload/complete/" in schema.content
+    assert client.get("/api/docs/").status_code == 200
