@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ class BatchJournal:
                     "server": self.server,
                     "zarr_id": self.zarr_id,
                     "files": file_count,
+                    "host": socket.gethostname(),
                     "pid": os.getpid(),
                     "started": time.time(),
                 }
@@ -55,6 +57,29 @@ class BatchJournal:
 
     def exists(self) -> bool:
         return self.path.exists()
+
+    def is_mine_to_resume(self) -> bool:
+        """The note exists and its writer is gone: a run on this host that was killed.
+
+        A note from another host (a home directory shared between machines) or from a run
+        that is still alive (two uploads to one archive at once) is someone else's batch.
+        """
+        try:
+            note = json.loads(self.path.read_text())
+        except (FileNotFoundError, ValueError):
+            return False
+        if note.get("host") != socket.gethostname():
+            return False
+        pid = note.get("pid")
+        if not isinstance(pid, int) or pid == os.getpid():
+            return True
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # alive, another user's
+        return False
 
     def clear(self) -> None:
         with contextlib.suppress(FileNotFoundError):

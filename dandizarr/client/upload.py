@@ -98,7 +98,11 @@ class UploadResult:
 
     @property
     def ok(self) -> bool:
-        return not self.changed_files and self.server_checksum == self.expected_checksum
+        return (
+            not self.changed_files
+            and self.expected_checksum is not None
+            and self.server_checksum == self.expected_checksum
+        )
 
     @property
     def files_per_second(self) -> float:
@@ -337,7 +341,7 @@ class Uploader:
         if not self.client.batch_open(self.zarr_id):
             self.journal.clear()
             return
-        if self.journal.exists():
+        if self.journal.is_mine_to_resume():
             self.progress.message("finishing this machine's batch left open by an earlier run")
             try:
                 response = self.client.complete_batch(self.zarr_id)

@@ -10,6 +10,7 @@ from typing import Any
 from dandizarr.commands.upload import (
     add_connection_arguments,
     client_errors,
+    json_errors,
     make_client,
     make_progress,
 )
@@ -33,7 +34,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     progress = make_progress(args, "download")
-    with client_errors(), make_client(args) as client:
+    with json_errors(args), client_errors(), make_client(args) as client:
         result = client.download(args.zarr_id, args.dest, prefix=args.path, progress=progress)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))

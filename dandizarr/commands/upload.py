@@ -88,6 +88,17 @@ def client_errors() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextmanager
+def json_errors(args: argparse.Namespace) -> Iterator[None]:
+    """With ``--json``, a failure still prints a JSON object (``ok`` false, ``error``)."""
+    try:
+        yield
+    except CommandError as error:
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(error)}, indent=2))
+        raise
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "upload",
@@ -135,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.zarr_id and not args.dandiset:
         raise CommandError("give --dandiset (and optionally --name), or --zarr-id")
     progress = make_progress(args, "upload")
-    with client_errors(), make_client(args) as client:
+    with json_errors(args), client_errors(), make_client(args) as client:
         result = client.upload(
             args.path,
             dandiset=args.dandiset,

@@ -193,6 +193,9 @@ def test_bad_token_and_unknown_dandiset_are_clear(
     done = service.cli("upload", str(root), "--dandiset", "999999")
     assert done.returncode == 1
     assert "dandiset 999999 does not exist" in done.stderr and "Traceback" not in done.stderr
+    status, summary = service.cli_json("upload", str(root), "--dandiset", "999999")
+    assert status == 1 and summary["ok"] is False
+    assert "dandiset 999999 does not exist" in summary["error"]
     done = service.cli("upload", str(root), "--dandiset", service.dandiset, DANDIZARR_TOKEN="")
     assert done.returncode == 1 and "needs an API token" in done.stderr
     done = service.cli("ls", "00000000-0000-0000-0000-000000000000")

@@ -1,0 +1,82 @@
+"""Pieces of the client that need no server: the batch journal, the hashing reader, formats."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from checksums import EMPTY_DIGEST, compute_tree
+from dandizarr.client.journal import BatchJournal
+from dandizarr.client.upload import (
+    FileChangedError,
+    HashingReader,
+    UploadResult,
+    content_md5,
+    format_bytes,
+    tree_checksum,
+)
+
+
+def test_journal_tells_a_killed_run_from_a_live_one_and_another_host(tmp_path: Path) -> None:
+    journal = BatchJournal("http://server", "zid", directory=tmp_path)
+    assert not journal.exists() and not journal.is_mine_to_resume()
+    journal.record(3)
+    assert journal.exists() and journal.is_mine_to_resume()  # this very process
+    other = BatchJournal("http://server", "other-zid", directory=tmp_path)
+    assert other.path != journal.path and not other.exists()
+
+    note = json.loads(journal.path.read_text())
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        journal.path.write_text(json.dumps({**note, "pid": sleeper.pid}))
+        assert not journal.is_mine_to_resume()  # a concurrent upload's batch
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert journal.is_mine_to_resume()  # its writer is gone: resume it
+    journal.path.write_text(json.dumps({**note, "host": "elsewhere"}))
+    assert not journal.is_mine_to_resume()
+    journal.clear()
+    journal.clear()  # idempotent
+    assert not journal.exists()
+
+
+def test_hashing_reader_hashes_what_it_sends_and_notices_a_shorter_file(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    reader = HashingReader(path, 10)
+    assert len(reader) == 10
+    assert reader.read(4) + reader.read() + reader.read() == b"0123456789"
+    assert reader.md5.hexdigest() == hashlib.md5(b"0123456789").hexdigest()
+    # Grown since hashing: only the declared bytes are sent (and the md5 check catches it).
+    path.write_bytes(b"0123456789-more")
+    reader = HashingReader(path, 10)
+    assert reader.read() == b"0123456789" and reader.read() == b""
+    path.write_bytes(b"0123")
+    reader = HashingReader(path, 10)
+    assert reader.read(4) == b"0123"
+    with pytest.raises(FileChangedError):
+        reader.read(4)
+
+
+def test_checksum_and_formatting_helpers() -> None:
+    assert tree_checksum([]) == EMPTY_DIGEST
+    entries = [("b/c", 2, "0" * 32), ("a", 1, "f" * 32)]
+    assert tree_checksum(entries) == compute_tree(sorted(entries)).digest
+    assert tree_checksum(entries).endswith("-2--3")
+    assert content_md5("d41d8cd98f00b204e9800998ecf8427e") == "1B2M2Y8AsgTpgAmY7PhCfg=="
+    assert format_bytes(512) == "512 B" and format_bytes(3 * 1024**3) == "3.0 GiB"
+
+
+def test_result_is_ok_only_when_checksums_match_and_nothing_changed() -> None:
+    result = UploadResult(server="s", expected_checksum="x", server_checksum="x")
+    assert result.ok
+    result.changed_files.append("a")
+    assert not result.ok
+    assert not UploadResult(server="s", expected_checksum="x", server_checksum="y").ok
+    data = UploadResult(server="s", uploaded_files=10, elapsed_seconds=2.0).to_json()
+    assert data["files_per_second"] == 5.0 and data["ok"] is False
