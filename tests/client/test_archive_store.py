@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pickle
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import boto3
 import numpy as np
 import pytest
 import zarr
@@ -17,6 +19,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
+from dandizarr.client.errors import ClientError
 from dandizarr.client.store import ArchiveStore, _Entry
 from tests.zarr_api.conftest import Actor, make_actor, upload
 
@@ -30,9 +33,16 @@ class Uploaded:
     root: Path  # the local copy that was uploaded
     files: dict[str, bytes]
     owner: Actor
+    opened: list[ArchiveStore] = field(default_factory=list)
 
-    def store(self) -> ArchiveStore:
-        return ArchiveStore(self.server, self.zarr_id)
+    def store(self, zarr_id: str | None = None, **kwargs: Any) -> ArchiveStore:
+        """A store on this archive (or another), closed when the test ends: an open pooled
+        connection would keep a live-server thread, and its database session, alive."""
+        return self.keep(ArchiveStore(self.server, zarr_id or self.zarr_id, **kwargs))
+
+    def keep(self, store: ArchiveStore) -> ArchiveStore:
+        self.opened.append(store)
+        return store
 
 
 def read_tree(root: Path) -> dict[str, bytes]:
@@ -136,13 +146,19 @@ def uploaded(owner: Actor, server: str, tmp_path: Path, name: str, settings: Any
 
 
 @pytest.fixture
-def v3(owner: Actor, s3_service: str, tmp_path: Path, settings: Any) -> Uploaded:
-    return uploaded(owner, s3_service, tmp_path, "v3.zarr", settings)
+def v3(owner: Actor, s3_service: str, tmp_path: Path, settings: Any) -> Iterator[Uploaded]:
+    archive = uploaded(owner, s3_service, tmp_path, "v3.zarr", settings)
+    yield archive
+    for store in archive.opened:
+        store.close()
 
 
 @pytest.fixture
-def v2(owner: Actor, s3_service: str, tmp_path: Path, settings: Any) -> Uploaded:
-    return uploaded(owner, s3_service, tmp_path, "v2.zarr", settings)
+def v2(owner: Actor, s3_service: str, tmp_path: Path, settings: Any) -> Iterator[Uploaded]:
+    archive = uploaded(owner, s3_service, tmp_path, "v2.zarr", settings)
+    yield archive
+    for store in archive.opened:
+        store.close()
 
 
 def member(group: zarr.Group, name: str) -> zarr.Array:
@@ -210,7 +226,7 @@ def test_v2_group_and_arrays_read_exactly(v2: Uploaded) -> None:
 def test_a_missing_archive_or_array_is_not_found(v3: Uploaded) -> None:
     with pytest.raises(FileNotFoundError):
         zarr.open_array(store=v3.store(), path="nothing", mode="r")
-    absent = ArchiveStore(v3.server, str(uuid.uuid4()))
+    absent = v3.store(str(uuid.uuid4()))
     with pytest.raises(FileNotFoundError, match="no zarr archive"):
         zarr.open_group(store=absent, mode="r")
     with pytest.raises(FileNotFoundError, match="no zarr archive"):
@@ -357,6 +373,23 @@ def test_a_file_changed_or_deleted_after_caching_is_read_afresh(v3: Uploaded) ->
     assert get(store, deleted) is None
 
 
+def test_a_whole_read_must_match_the_trees_md5(v3: Uploaded, settings: Any) -> None:
+    """Bytes changed in storage behind the service's back (same size): a whole read is refused
+    rather than returned unverified; a range read cannot be checked and returns what is there."""
+    key = "sub/labels/c/2"
+    body = v3.files[key]
+    forged = bytes(b ^ 0xFF for b in body)
+    s3 = boto3.client(
+        "s3", endpoint_url=settings.DANDIZARR_S3_ENDPOINT_URL, region_name="us-east-1"
+    )
+    s3.put_object(Bucket=settings.DANDIZARR_S3_BUCKET, Key=f"zarr/{v3.zarr_id}/{key}", Body=forged)
+    store = v3.store()
+    assert sync(store.getsize(key)) == len(body)
+    with pytest.raises(ClientError, match="does not match"):
+        get(store, key)
+    assert get(store, key, RangeByteRequest(0, 3)) == forged[:3]
+
+
 # --- the store itself --------------------------------------------------------------------------
 
 
@@ -367,13 +400,13 @@ def test_store_properties(v3: Uploaded) -> None:
     assert store.supports_listing and not store.supports_partial_writes
     assert store == ArchiveStore(v3.server + "/", v3.zarr_id, token="whatever")
     assert store != ArchiveStore(v3.server, "other")
-    assert store.with_read_only(True) == store
+    assert v3.keep(store.with_read_only(True)) == store
     with pytest.raises(ValueError):
         store.with_read_only(False)
     with pytest.raises(ValueError):
         zarr.open_group(store=store, mode="a")
     with pytest.raises(ValueError):
         sync(store.set("x", PROTO.buffer.from_bytes(b"1")))
-    copy = pickle.loads(pickle.dumps(store))
+    copy = v3.keep(pickle.loads(pickle.dumps(store)))
     assert copy == store
     assert_same(zarr.open_array(store=copy, path="sub/labels", mode="r")[:], LABELS)
