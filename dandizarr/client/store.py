@@ -131,6 +131,8 @@ class ArchiveStore(Store):
         *,
         read_only: bool = True,
         timeout: float = 60.0,
+        page_size: int = PAGE_SIZE,
+        recursive_limit: int = RECURSIVE_LIMIT,
     ) -> None:
         if not read_only:
             raise ValueError("ArchiveStore is read-only")
@@ -139,6 +141,8 @@ class ArchiveStore(Store):
         self.zarr_id = zarr_id
         self.token = token
         self.timeout = timeout
+        self.page_size = page_size  # entries per page of a directory listing
+        self.recursive_limit = recursive_limit  # files per page of a recursive listing
         self._api = _session(token)
         self._storage = _session(None)
         self._lock = threading.Lock()
@@ -169,19 +173,27 @@ class ArchiveStore(Store):
     def with_read_only(self, read_only: bool = False) -> ArchiveStore:
         if not read_only:
             raise ValueError("ArchiveStore is read-only")
-        return ArchiveStore(self.server_url, self.zarr_id, self.token, timeout=self.timeout)
+        return ArchiveStore(self.server_url, self.zarr_id, self.token, **self._options())
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "timeout": self.timeout,
+            "page_size": self.page_size,
+            "recursive_limit": self.recursive_limit,
+        }
 
     def __getstate__(self) -> dict[str, Any]:
         return {
             "server_url": self.server_url,
             "zarr_id": self.zarr_id,
             "token": self.token,
-            "timeout": self.timeout,
+            **self._options(),
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
         self.__init__(  # type: ignore[misc]
-            state["server_url"], state["zarr_id"], state["token"], timeout=state["timeout"]
+            state.pop("server_url"), state.pop("zarr_id"), state.pop("token"), **state
         )
 
     def close(self) -> None:
@@ -240,7 +252,7 @@ class ArchiveStore(Store):
 
     def _fetch_directory(self, path: str) -> _Directory | None:
         """List directory ``path`` from the service (every page); None when it is not one."""
-        answer = self._api_get(self._files_url(path), {"page_size": PAGE_SIZE})
+        answer = self._api_get(self._files_url(path), {"page_size": self.page_size})
         if answer is None or answer.get("type") != "directory":
             return None
         directory = _Directory()
@@ -405,7 +417,10 @@ class ArchiveStore(Store):
         of the directory holding the prefix."""
         directory = prefix if prefix.endswith("/") or prefix == "" else _split(prefix)[0]
         url: str | None = self._files_url(directory.strip("/"))
-        params: dict[str, Any] | None = {"recursive": "true", "limit": RECURSIVE_LIMIT}
+        params: dict[str, Any] | None = {
+            "recursive": "true",
+            "limit": self.recursive_limit,
+        }
         found: list[tuple[str, int]] = []
         while url:
             answer = self._api_get(url, params)

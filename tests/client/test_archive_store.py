@@ -14,6 +14,7 @@ import boto3
 import numpy as np
 import pytest
 import zarr
+from rest_framework.authtoken.models import Token
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
@@ -339,6 +340,19 @@ def test_listing(v3: Uploaded) -> None:
     assert sync(store.is_empty("absent")) is True
 
 
+def test_listings_of_many_pages(v3: Uploaded) -> None:
+    """Small pages, so every listing follows ``next`` links (directory and recursive)."""
+    store = v3.store(page_size=2, recursive_limit=3)
+    assert collect(store.list()) == collect(v3.store().list())
+    assert set(collect(store.list())) == set(v3.files)
+    assert set(collect(store.list_prefix("sub/"))) == {k for k in v3.files if k.startswith("sub/")}
+    assert collect(store.list_dir("")) == ["data", "sharded", "sub", "zarr.json"]
+    assert collect(store.list_dir("data/c/0")) == ["0", "1", "2", "3"]
+    assert get(store, "data/c/0/3") == v3.files["data/c/0/3"]
+    assert get(store, "data/c/0/4") is None
+    assert_same(zarr.open_array(store=store, path="data", mode="r")[:], expected_data())
+
+
 # --- staleness ---------------------------------------------------------------------------------
 
 
@@ -407,6 +421,8 @@ def test_store_properties(v3: Uploaded) -> None:
         zarr.open_group(store=store, mode="a")
     with pytest.raises(ValueError):
         sync(store.set("x", PROTO.buffer.from_bytes(b"1")))
-    copy = v3.keep(pickle.loads(pickle.dumps(store)))
+    token = Token.objects.get(user=v3.owner.user).key
+    copy = v3.keep(pickle.loads(pickle.dumps(v3.store(token=token, page_size=2))))
     assert copy == store
+    assert (copy.token, copy.page_size, copy.read_only) == (token, 2, True)
     assert_same(zarr.open_array(store=copy, path="sub/labels", mode="r")[:], LABELS)
