@@ -18,10 +18,20 @@ from zarr_api.storage import get_store
 from zarr_api.tree import StorageChecksumTree
 
 
-def archive_get(zarr_id: str | uuid.UUID) -> ZarrArchive:
+def parse_zarr_id(zarr_id: object) -> uuid.UUID | None:
     try:
-        return ZarrArchive.objects.select_related("dandiset").get(zarr_id=zarr_id)
-    except (ZarrArchive.DoesNotExist, ValueError, TypeError) as error:
+        return zarr_id if isinstance(zarr_id, uuid.UUID) else uuid.UUID(str(zarr_id))
+    except ValueError:
+        return None
+
+
+def archive_get(zarr_id: str | uuid.UUID) -> ZarrArchive:
+    parsed = parse_zarr_id(zarr_id)
+    if parsed is None:
+        raise NotFound(f"no zarr archive with zarr_id {zarr_id!r}: zarr ids are UUIDs")
+    try:
+        return ZarrArchive.objects.select_related("dandiset").get(zarr_id=parsed)
+    except ZarrArchive.DoesNotExist as error:
         raise NotFound(f"no zarr archive with zarr_id {zarr_id}") from error
 
 

@@ -36,6 +36,7 @@ from zarr_api.selectors import (
     ArchiveView,
     archive_tree,
     archive_view,
+    parse_zarr_id,
     pending_changes,
     user_can_write,
 )
@@ -508,7 +509,8 @@ def asset_create(*, user: Any, dandiset: Dandiset, path: str, zarr_id: Any, meta
         raise ValidationFailed(f"asset path {path!r} {problem}")
     if not isinstance(metadata, dict):
         raise ValidationFailed("metadata must be a JSON object")
-    archive = ZarrArchive.objects.filter(zarr_id=zarr_id).first()
+    parsed = parse_zarr_id(zarr_id)
+    archive = ZarrArchive.objects.filter(zarr_id=parsed).first() if parsed else None
     if archive is None:
         raise ValidationFailed(f"no zarr archive with zarr_id {zarr_id}")
     if archive.dandiset_id != dandiset.pk:

@@ -263,3 +263,16 @@ def test_publish_freezes_archive(owner: Actor, dandiset: str, zarr_id: str) -> N
     assert response.status_code == 200 and response.json()["metadata"] == {"k": 2}
     published = owner.client.get(f"/api/dandisets/{dandiset}/versions/{version}/assets/").json()
     assert published["results"][0]["metadata"] == {"k": 1}
+
+
+def test_unknown_or_malformed_archive_ids_are_404(
+    owner: Actor, dandiset: str, zarr_id: str
+) -> None:
+    for bad in ("no-such-archive", "00000000-0000-0000-0000-000000000000"):
+        for url in (f"/api/zarr/{bad}/", f"/api/zarr/{bad}/files/", f"/api/zarr/{bad}/upload/"):
+            response = owner.client.get(url)
+            assert response.status_code == 404, (url, response.content)
+            assert bad in response.json()["detail"]
+    assets = f"/api/dandisets/{dandiset}/versions/draft/assets/"
+    response = owner.client.post(assets, {"path": "p", "zarr_id": "nope"}, format="json")
+    assert response.status_code == 400 and "nope" in response.json()["detail"]
