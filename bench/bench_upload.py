@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -101,6 +102,8 @@ def main() -> None:
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     bin_dir = Path(sys.executable).parent
+    # A terminated benchmark still stops the servers it started (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="bench-upload-") as tmp:
         tmp_path = Path(tmp)
         moto_port, service_port = _free_port(), _free_port()

@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
             f"were not uploaded: {shown}{more}; run the upload again to send their new content",
             file=sys.stderr,
         )
-    if result.server_checksum != result.expected_checksum:
+    elif result.server_checksum != result.expected_checksum:
         print(
             f"dandizarr: checksum mismatch: the server holds {result.server_checksum}, the "
             f"local files give {result.expected_checksum}",

@@ -80,3 +80,23 @@ def test_result_is_ok_only_when_checksums_match_and_nothing_changed() -> None:
     assert not UploadResult(server="s", expected_checksum="x", server_checksum="y").ok
     data = UploadResult(server="s", uploaded_files=10, elapsed_seconds=2.0).to_json()
     assert data["files_per_second"] == 5.0 and data["ok"] is False
+
+
+def test_tqdm_progress_counts_files_and_bytes_including_take_backs() -> None:
+    import io
+
+    from dandizarr.client.progress import TqdmProgress
+
+    out = io.StringIO()
+    progress = TqdmProgress("upload", file=out)
+    progress.start(3, 3000)
+    progress.advance(2, 2000)
+    progress.advance(-1, -1000)  # a cancelled batch's files are sent again
+    progress.batch(2, ["a", "b"])
+    progress.message("a message")
+    progress.advance(2, 2000)
+    progress.close()
+    text = out.getvalue()
+    assert "a message" in text
+    assert "upload files" in text and "3/3" in text
+    assert "upload bytes" in text
