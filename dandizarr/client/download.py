@@ -20,7 +20,7 @@ from typing import Any
 import requests
 
 from dandizarr.client.api import DandizarrClient
-from dandizarr.client.errors import ClientError, TransientError
+from dandizarr.client.errors import ChecksumMismatch, ClientError, TransientError
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.progress import Progress
 from dandizarr.client.retry import TRANSIENT_EXCEPTIONS, request_with_retry
@@ -49,6 +49,17 @@ class DownloadResult:
     @property
     def ok(self) -> bool:
         return not self.failed_files and self.local_checksum == self.server_checksum
+
+    def check(self) -> DownloadResult:
+        """Raise ChecksumMismatch unless the downloaded tree has the server's checksum."""
+        if not self.ok:
+            raise ChecksumMismatch(
+                f"checksum mismatch: the server holds {self.server_checksum}, the downloaded "
+                f"files give {self.local_checksum}",
+                expected=self.server_checksum or "",
+                actual=self.local_checksum,
+            )
+        return self
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}

@@ -31,6 +31,7 @@ from dandizarr.client.api import DandizarrClient
 from dandizarr.client.errors import (
     ApiError,
     BatchConflict,
+    ChecksumMismatch,
     ClientError,
     NotFound,
     TransientError,
@@ -111,6 +112,22 @@ class UploadResult:
     @property
     def bytes_per_second(self) -> float:
         return self.uploaded_bytes / self.elapsed_seconds if self.elapsed_seconds else 0.0
+
+    def check(self) -> UploadResult:
+        """Raise unless ``ok``: ChecksumMismatch, or ClientError naming the changed files."""
+        if self.changed_files:
+            raise ClientError(
+                f"{len(self.changed_files)} files changed on disk during the upload and were not "
+                f"uploaded, e.g. {self.changed_files[0]}"
+            )
+        if not self.ok:
+            raise ChecksumMismatch(
+                f"checksum mismatch: the server holds {self.server_checksum}, the local files "
+                f"give {self.expected_checksum}",
+                expected=self.expected_checksum or "",
+                actual=self.server_checksum,
+            )
+        return self
 
     def add_time(self, phase: str, since: float) -> None:
         self.phase_seconds[phase] = round(

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from checksums import EMPTY_DIGEST, compute_tree
+from dandizarr.client import ChecksumMismatch, ClientError
 from dandizarr.client.journal import BatchJournal
 from dandizarr.client.upload import (
     FileChangedError,
@@ -78,6 +79,11 @@ def test_result_is_ok_only_when_checksums_match_and_nothing_changed() -> None:
     result.changed_files.append("a")
     assert not result.ok
     assert not UploadResult(server="s", expected_checksum="x", server_checksum="y").ok
+    with pytest.raises(ChecksumMismatch, match="the server holds y"):
+        UploadResult(server="s", expected_checksum="x", server_checksum="y").check()
+    with pytest.raises(ClientError, match="1 files changed on disk"):
+        result.check()
+    assert UploadResult(server="s", expected_checksum="x", server_checksum="x").check().ok
     data = UploadResult(server="s", uploaded_files=10, elapsed_seconds=2.0).to_json()
     assert data["files_per_second"] == 5.0 and data["ok"] is False
 
