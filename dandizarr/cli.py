@@ -63,4 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main, so commands raise the same CommandError class it catches.
+    from dandizarr.cli import main as imported_main
+
+    sys.exit(imported_main())
