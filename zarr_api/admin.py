@@ -25,19 +25,13 @@ class AssetAdmin(admin.ModelAdmin[Asset]):
     list_display = ["asset_id", "version", "path", "zarr"]
 
 
+# A batch is history: the admin shows it and never edits it.
+BATCH_FIELDS = ("kind", "state", "user", "sequence", "created", "completed", "applied", "note")
+
+
 class BatchInline(admin.TabularInline[Batch, ZarrArchive]):
     model = Batch
-    fields = ["kind", "state", "user", "sequence", "created", "completed", "applied", "note"]
-    readonly_fields = (
-        "kind",
-        "state",
-        "user",
-        "sequence",
-        "created",
-        "completed",
-        "applied",
-        "note",
-    )
+    fields = readonly_fields = BATCH_FIELDS
     extra = 0
     can_delete = False
     ordering = ["-id"]
@@ -89,8 +83,7 @@ class ZarrArchiveAdmin(admin.ModelAdmin[ZarrArchive]):
 
 class BatchFileInline(admin.TabularInline[BatchFile, Batch]):
     model = BatchFile
-    fields = ["path", "md5", "size"]
-    readonly_fields = ("path", "md5", "size")
+    fields = readonly_fields = ("path", "md5", "size")
     extra = 0
     can_delete = False
 
@@ -99,15 +92,5 @@ class BatchFileInline(admin.TabularInline[BatchFile, Batch]):
 class BatchAdmin(admin.ModelAdmin[Batch]):
     list_display = ["id", "archive", "kind", "state", "user", "created", "completed", "applied"]
     list_filter = ["state", "kind"]
-    readonly_fields = [
-        "archive",
-        "kind",
-        "state",
-        "user",
-        "sequence",
-        "created",
-        "completed",
-        "applied",
-        "note",
-    ]
+    readonly_fields = ("archive", *BATCH_FIELDS)
     inlines = [BatchFileInline]

@@ -21,6 +21,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from checksums import TreeSummary, apply_changes, compute_tree
+from objectstore import ObjectInfo
 from zarr_api.exceptions import Conflict, Forbidden, NotFound, ValidationFailed
 from zarr_api.models import (
     Asset,
@@ -41,7 +42,7 @@ from zarr_api.selectors import (
     user_can_write,
 )
 from zarr_api.storage import get_store
-from zarr_api.tree import checksum_key
+from zarr_api.tree import storage_map
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,20 @@ class UploadTarget:
     upload_url: str
 
 
+def _invalid(what: str, problems: list[dict[str, Any]]) -> ValidationFailed:
+    """A 400 naming the first few offending paths in its message and all of them in ``paths``."""
+    shown = "; ".join(f"{p['path']!r} {p['problem']}" for p in problems[:5])
+    more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+    return ValidationFailed(f"invalid {what}: {shown}{more}", paths=problems)
+
+
+def _heads(archive: ZarrArchive, paths: Sequence[str]) -> dict[str, ObjectInfo | None]:
+    """Size and ETag of each path of the archive in storage, requested concurrently."""
+    store = get_store()
+    infos = storage_map(store.head, [archive.storage_prefix + p for p in paths])
+    return dict(zip(paths, infos, strict=True))
+
+
 def _check_batch_size(count: int) -> None:
     limit = settings.DANDIZARR_BATCH_LIMIT
     if count == 0:
@@ -115,9 +130,7 @@ def _validate_paths(paths: Sequence[Any]) -> None:
             problems.append({"path": path, "problem": "appears more than once in the batch"})
         seen.add(path)
     if problems:
-        shown = "; ".join(f"{p['path']!r} {p['problem']}" for p in problems[:5])
-        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise ValidationFailed(f"invalid paths: {shown}{more}", paths=problems)
+        raise _invalid("paths", problems)
 
 
 def _check_file_directory_clashes(paths: Sequence[str], view: ArchiveView) -> None:
@@ -139,8 +152,7 @@ def _check_file_directory_clashes(paths: Sequence[str], view: ArchiveView) -> No
                 {"path": clashing, "problem": f"would be inside {ancestor!r}, which is a file"}
             )
     if problems:
-        shown = "; ".join(f"{p['path']!r} {p['problem']}" for p in problems[:5])
-        raise ValidationFailed(f"invalid paths: {shown}", paths=problems)
+        raise _invalid("paths", problems)
 
 
 def _ancestors(path: str) -> list[str]:
@@ -160,8 +172,7 @@ def batch_start(*, user: Any, archive: ZarrArchive, files: Any) -> list[UploadTa
         if (problem := etag_problem(f.get("etag")))
     ]
     if bad_etags:
-        shown = "; ".join(f"{p['path']!r} {p['problem']}" for p in bad_etags[:5])
-        raise ValidationFailed(f"invalid etags: {shown}", paths=bad_etags)
+        raise _invalid("etags", bad_etags)
 
     with transaction.atomic():
         archive = _lock_archive(archive)
@@ -229,13 +240,10 @@ def batch_complete(*, user: Any, archive: ZarrArchive) -> Batch:
         _require_unfrozen(archive)
         batch = _open_batch(archive)
         files = list(batch.files.all())
-        heads = get_store().head_many(
-            [archive.storage_prefix + f.path for f in files],
-            max_workers=settings.DANDIZARR_STORAGE_CONCURRENCY,
-        )
+        heads = _heads(archive, [f.path for f in files])
         result = Verification()
         for f in files:
-            info = heads[archive.storage_prefix + f.path]
+            info = heads[f.path]
             if info is None:
                 result.missing.append(f.path)
             elif info.etag != f.md5:
@@ -280,14 +288,11 @@ def batch_cancel(*, user: Any | None, archive: ZarrArchive, reason: str = "cance
         _require_unfrozen(archive)
         paths = list(batch.files.values_list("path", flat=True))
         committed = archive_view(archive).files_state(paths)
-        heads = get_store().head_many(
-            [archive.storage_prefix + p for p in paths],
-            max_workers=settings.DANDIZARR_STORAGE_CONCURRENCY,
-        )
+        heads = _heads(archive, paths)
         to_delete: list[str] = []
         to_unlist: list[str] = []
         for path in paths:
-            info = heads[archive.storage_prefix + path]
+            info = heads[path]
             known = committed[path]
             if info is not None and known is not None and info.etag == known.md5:
                 continue  # untouched by this batch
@@ -465,10 +470,6 @@ def archive_audit(archive: ZarrArchive) -> AuditReport:
             state=Batch.State.APPLIED, applied=now, note="applied by audit"
         )
     return report
-
-
-def checksum_file_key(archive: ZarrArchive, directory: str) -> str:
-    return checksum_key(str(archive.zarr_id), directory)
 
 
 def stale_batches_cancel() -> int:

@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
+from django.conf import settings
+
 from checksums import DirectoryListing, decode_checksum_file, encode_checksum_file
 from objectstore import ObjectNotFound, ObjectStore
 
@@ -20,23 +22,23 @@ R = TypeVar("R")
 
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
-_pool_size = 32
-
-
-def configure_pool(size: int) -> None:
-    global _pool_size
-    _pool_size = size
 
 
 def storage_map(function: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``map`` over a shared thread pool: storage requests in parallel, results in order."""
+    """``map`` over one shared thread pool: storage requests in parallel, results in order.
+
+    Shared so a request's hundreds of HEADs or .checksum writes reuse threads instead of
+    starting a pool per call.
+    """
     global _pool
     items = list(items)
     if len(items) <= 1:
         return [function(item) for item in items]
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="storage")
+            _pool = ThreadPoolExecutor(
+                max_workers=settings.DANDIZARR_STORAGE_CONCURRENCY, thread_name_prefix="storage"
+            )
     return list(_pool.map(function, items))
 
 

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from dandizarr import __version__
 from zarr_api import selectors, services
 from zarr_api.exceptions import NotFound, ValidationFailed
-from zarr_api.models import Asset, Dandiset, Version, ZarrArchive
+from zarr_api.models import Asset, Batch, Dandiset, Version, ZarrArchive
 from zarr_api.paths import directory_problem
 from zarr_api.serializers import (
     ArchiveCreateSerializer,
@@ -191,8 +191,11 @@ class ArchiveListCreateView(generics.ListAPIView[ZarrArchive]):
 
 
 def _annotated_archive(zarr_id: str) -> ZarrArchive:
-    archive = selectors.archives_annotated().filter(zarr_id=selectors.archive_get(zarr_id).zarr_id)
-    return archive.get()
+    parsed = selectors.parse_zarr_id(zarr_id)
+    archive = selectors.archives_annotated().filter(zarr_id=parsed).first() if parsed else None
+    if archive is None:
+        raise NotFound(f"no zarr archive with zarr_id {zarr_id!r}")
+    return archive
 
 
 class ArchiveDetailView(APIView):
@@ -205,7 +208,7 @@ class UploadView(APIView):
     @extend_schema(responses={204: None, 404: None})
     def get(self, request: Request, zarr_id: str) -> Response:
         archive = selectors.archive_get(zarr_id)
-        if archive.batches.filter(state="open").exists():
+        if archive.batches.filter(state=Batch.State.OPEN).exists():
             return Response(status=status.HTTP_204_NO_CONTENT)
         raise NotFound(f"zarr archive {zarr_id} has no upload batch in progress")
 
