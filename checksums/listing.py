@@ -88,18 +88,19 @@ class DirectoryEntry:
     name: str
     digest: str  # "md5-count--size"
     size: int
+    # Parsed from the digest once (encoding and counting need them for every entry).
+    md5: str = field(init=False, repr=False, compare=False)
+    count: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_name(self.name, "directory entry")
-        _, _, size = parse_directory_digest(self.digest)
+        md5, count, size = parse_directory_digest(self.digest)
         if size != self.size:
             raise ChecksumFormatError(
                 f"directory {self.name!r}: size {self.size!r} does not match digest {self.digest}"
             )
-
-    @property
-    def count(self) -> int:
-        return parse_directory_digest(self.digest)[1]
+        object.__setattr__(self, "md5", md5)
+        object.__setattr__(self, "count", count)
 
 
 # The slot descriptors write straight into the slots, past the frozen __setattr__.
@@ -223,8 +224,8 @@ class DirectoryListing:
         files = list(map(self.files.__getitem__, file_names))
         dirs = []
         for name in sorted(self.directories):
-            md5, count, size = parse_directory_digest(self.directories[name].digest)
-            dirs.append((name, md5, count, size))
+            entry = self.directories[name]
+            dirs.append((name, entry.md5, entry.count, entry.size))
         return listing_json(
             directories_json(dirs),
             files_json(file_names, list(map(_digest_of, files)), list(map(_size_of, files))),

@@ -159,14 +159,14 @@ def apply_changes(tree: ChecksumTree, changes: Mapping[str, FileState | None]) -
                     up.directories[name] = DirectoryEntry(name, digest, size)
                     changed.add(up_path)
 
-    for level in sorted({depth(d) for d in ordered}, reverse=True):
-        here = [d for d in ordered if depth(d) == level]
-        writes = {d: new[d] for d in here if d in changed and not new[d].is_empty()}
-        deletes = [d for d in here if new[d].is_empty() and stored.get(d) is not None]
-        if writes:
-            tree.write_many(writes)
-        if deletes:
-            tree.delete_many(deletes)
+    # All levels in one call, so a store can write them with a single flush to disk. Order does
+    # not matter for correctness: a rerun after a crash rewrites the same listings.
+    writes = {d: new[d] for d in ordered if d in changed and not new[d].is_empty()}
+    deletes = [d for d in ordered if new[d].is_empty() and stored.get(d) is not None]
+    if writes:
+        tree.write_many(writes)
+    if deletes:
+        tree.delete_many(deletes)
 
     root = new[""]
     if root.is_empty():

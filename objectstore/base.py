@@ -9,9 +9,32 @@ from __future__ import annotations
 import abc
 import base64
 import binascii
+import functools
+import posixpath
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+# Runs a function over items, results in order: how a caller lends its thread pool.
+Mapper = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+
+
+def _sequential_map(function: Callable[[T], R], items: list[T]) -> list[R]:
+    return [function(item) for item in items]
+
+
+def _thread_map(function: Callable[[T], R], items: list[T], *, max_workers: int) -> list[R]:
+    if len(items) <= 1:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(items))) as pool:
+        return list(pool.map(function, items))
+
 
 # S3's DeleteObjects accepts at most this many keys per request.
 DELETE_BATCH_SIZE = 1000
@@ -122,6 +145,21 @@ class ObjectStore(abc.ABC):
     def put(self, key: str, data: bytes, *, content_type: str | None = None) -> ObjectInfo:
         """Store ``data`` at ``key`` atomically (readers see the old or the new object)."""
 
+    def put_many(
+        self,
+        items: Mapping[str, bytes],
+        *,
+        mapper: Mapper | None = None,
+    ) -> None:
+        """Store many small objects: concurrently where requests are remote (``mapper``, default
+        a thread pool), else as the backend does it best."""
+        pairs = list(items.items())
+        if mapper is None:
+            mapper = (
+                functools.partial(_thread_map, max_workers=32) if self.remote else _sequential_map
+            )
+        mapper(lambda pair: self.put(pair[0], pair[1]), pairs)
+
     @abc.abstractmethod
     def get(self, key: str) -> bytes:
         """The whole object; raises ObjectNotFound."""
@@ -155,16 +193,66 @@ class ObjectStore(abc.ABC):
     def head(self, key: str) -> ObjectInfo | None:
         """Size and ETag of the object, or None when it does not exist."""
 
-    def head_many(
-        self, keys: Sequence[str], *, max_workers: int = 32
-    ) -> dict[str, ObjectInfo | None]:
-        """``head`` of many keys, issued concurrently (never one after another)."""
-        from concurrent.futures import ThreadPoolExecutor
+    # Whether each request is a network round trip (S3): then requests are issued concurrently
+    # and a listing of a key range (1000 keys per request) beats a HEAD per key. On a local disk
+    # a request is a few system calls, and threads would only add overhead.
+    remote: ClassVar[bool] = False
 
-        if not keys:
-            return {}
-        with ThreadPoolExecutor(max_workers=min(max_workers, len(keys))) as pool:
-            return dict(zip(keys, pool.map(self.head, keys), strict=True))
+    def head_many(
+        self,
+        keys: Sequence[str],
+        *,
+        max_workers: int = 32,
+        mapper: Mapper | None = None,
+    ) -> dict[str, ObjectInfo | None]:
+        """``head`` of many keys, never one request after another.
+
+        Where listing is cheap, keys that lie together in key order (an upload batch's usually
+        do) are found by listing their key range: 500 keys cost one request instead of 500. A
+        key the listing did not reach is asked for with a HEAD. ``mapper`` runs the HEADs
+        concurrently (default: a thread pool of ``max_workers``).
+        """
+        wanted = sorted(set(keys))
+        found: dict[str, ObjectInfo | None] = {}
+        if self.remote and len(wanted) > 2:
+            found = self._list_range(wanted)
+        rest = [k for k in wanted if k not in found]
+        if rest:
+            if not self.remote:
+                mapper = _sequential_map
+            elif mapper is None:
+                mapper = functools.partial(_thread_map, max_workers=max_workers)
+            found.update(zip(rest, mapper(self.head, rest), strict=True))
+        return {key: found[key] for key in keys}
+
+    def _list_range(self, wanted: list[str]) -> dict[str, ObjectInfo | None]:
+        """What a listing from the first to the last wanted key says of each wanted key.
+
+        Every key up to the last one listed has been seen, so a wanted key among them that was
+        not listed is absent. Stops when the listing strays (many foreign keys interleave) and
+        leaves the keys it did not reach to the caller.
+        """
+        first, last = wanted[0], wanted[-1]
+        prefix = posixpath.commonprefix([first, last]).rpartition("/")[0]
+        prefix = prefix + "/" if prefix else ""
+        # Just before ``first``: its last character decremented (harmless extra keys may follow).
+        before = ord(first[-1]) - 1
+        if 0xD800 <= before <= 0xDFFF:  # surrogates are not characters; step over them
+            before = 0xD7FF
+        start_after = first[:-1] + chr(before) if before >= 0 else None
+        budget = 2 * len(wanted) + 1000
+        wanted_set = set(wanted)
+        listed: dict[str, ObjectInfo] = {}
+        reached = ""
+        for count, info in enumerate(self.list(prefix, start_after=start_after), start=1):
+            reached = info.key
+            if info.key in wanted_set:
+                listed[info.key] = info
+            if info.key >= last or count >= budget:
+                break
+        else:
+            reached = "\U0010ffff"  # the listing ended: nothing after it exists
+        return {key: listed.get(key) for key in wanted if key <= reached}
 
     @abc.abstractmethod
     def list(

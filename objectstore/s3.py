@@ -40,6 +40,8 @@ def _status(error: ClientError) -> int:
 
 
 class S3ObjectStore(ObjectStore):
+    remote = True
+
     def __init__(
         self,
         bucket: str,

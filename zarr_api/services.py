@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -109,9 +109,9 @@ def _invalid(what: str, problems: list[dict[str, Any]]) -> ValidationFailed:
 
 def _heads(archive: ZarrArchive, paths: Sequence[str]) -> dict[str, ObjectInfo | None]:
     """Size and ETag of each path of the archive in storage, requested concurrently."""
-    store = get_store()
-    infos = storage_map(store.head, [archive.storage_prefix + p for p in paths])
-    return dict(zip(paths, infos, strict=True))
+    prefix = archive.storage_prefix
+    infos = get_store().head_many([prefix + p for p in paths], mapper=storage_map)
+    return {p: infos[prefix + p] for p in paths}
 
 
 def _check_batch_size(count: int) -> None:
@@ -264,13 +264,30 @@ def batch_complete(*, user: Any, archive: ZarrArchive) -> Batch:
                 missing=result.missing,
                 mismatched=result.mismatched,
             )
-        BatchFile.objects.bulk_update(files, ["size"], batch_size=1000)
+        _record_sizes(files)
         batch.state = Batch.State.PENDING
         batch.sequence = _next_sequence(archive)
         batch.completed = timezone.now()
         batch.save(update_fields=["state", "sequence", "completed"])
         _schedule_propagation(archive)
     return batch
+
+
+def _record_sizes(files: Sequence[BatchFile]) -> None:
+    """Store verified sizes in one statement per 1000 rows (bulk_update's CASE per row costs
+    more than the whole tree update of a 500-file batch)."""
+    table = BatchFile._meta.db_table
+    with connection.cursor() as cursor:
+        for start in range(0, len(files), 1000):
+            chunk = files[start : start + 1000]
+            values = ", ".join(["(%s, %s)"] * len(chunk))
+            params = [value for f in chunk for value in (f.pk, f.size)]
+            # VALUES columns are named column1, column2 in both PostgreSQL and SQLite.
+            cursor.execute(
+                f"UPDATE {table} SET size = v.column2 FROM (VALUES {values}) AS v "
+                f"WHERE {table}.id = v.column1",
+                params,
+            )
 
 
 def batch_cancel(*, user: Any | None, archive: ZarrArchive, reason: str = "cancelled") -> Batch:

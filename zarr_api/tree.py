@@ -24,15 +24,17 @@ _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
 
-def storage_map(function: Callable[[T], R], items: Iterable[T]) -> list[R]:
+def storage_map(
+    function: Callable[[T], R], items: Iterable[T], *, parallel: bool = True
+) -> list[R]:
     """``map`` over one shared thread pool: storage requests in parallel, results in order.
 
     Shared so a request's hundreds of HEADs or .checksum writes reuse threads instead of
-    starting a pool per call.
+    starting a pool per call. ``parallel=False`` (a local-disk store) maps in this thread.
     """
     global _pool
     items = list(items)
-    if len(items) <= 1:
+    if len(items) <= 1 or not parallel:
         return [function(item) for item in items]
     with _pool_lock:
         if _pool is None:
@@ -77,15 +79,15 @@ class StorageChecksumTree:
         return decode_checksum_file(data)
 
     def read_many(self, directories: Sequence[str]) -> dict[str, DirectoryListing | None]:
-        return dict(zip(directories, storage_map(self.read, directories), strict=True))
+        results = storage_map(self.read, directories, parallel=self.store.remote)
+        return dict(zip(directories, results, strict=True))
 
     def write_many(self, listings: Mapping[str, DirectoryListing]) -> None:
-        def write(item: tuple[str, DirectoryListing]) -> None:
-            directory, listing = item
-            self.store.put(checksum_key(self.zarr_id, directory), encode_checksum_file(listing))
-
         self._count(writes=len(listings))
-        storage_map(write, listings.items())
+        self.store.put_many(
+            {checksum_key(self.zarr_id, d): encode_checksum_file(v) for d, v in listings.items()},
+            mapper=storage_map,
+        )
 
     def delete_many(self, directories: Sequence[str]) -> None:
         if directories:

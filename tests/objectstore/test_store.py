@@ -18,6 +18,7 @@ from objectstore import (
     PreconditionFailed,
 )
 from objectstore.base import content_md5_header
+from objectstore.local import LocalObjectStore
 from objectstore.s3 import S3ObjectStore
 from sharding.store import ObjectStoreKV, VersionMismatch
 
@@ -169,6 +170,36 @@ def test_head_many(store: ObjectStore) -> None:
         assert result[key] == ObjectInfo(key, len(key), md5(key.encode()))
     assert all(result[key] is None for key in keys[30:])
     assert store.head_many([]) == {}
+
+
+def test_head_many_agrees_with_head_wherever_keys_lie(store: ObjectStore) -> None:
+    """Listing-based lookups give exactly what one HEAD per key gives: keys among many foreign
+    ones, in other directories, before and after everything stored, duplicated, non-ASCII."""
+    for i in range(0, 3000, 3):
+        store.put(f"hm/d/{i:05d}", b"x" * (i % 7))
+    for key in ["hm/a", "hm/d\u00e9/1", "hm/z/\U0001f600", "hm/\ue000"]:
+        store.put(key, key.encode())
+    wanted = [f"hm/d/{i:05d}" for i in range(0, 3000, 50)] + [f"hm/d/{i:05d}" for i in (1, 2, 2999)]
+    wanted += ["hm/a", "hm/d\u00e9/1", "hm/z/\U0001f600", "hm/\ue000", "hm/0", "hm/zz", "a", "zz"]
+    wanted += ["hm/d/00000", "hm/d/00000"]
+    result = store.head_many(wanted, max_workers=8)
+    assert list(result) == list(dict.fromkeys(wanted))
+    assert result == {key: store.head(key) for key in wanted}
+    assert result["hm/d/00150"] is not None and result["hm/d/00001"] is None
+
+
+def test_s3_head_many_lists_a_contiguous_batch_in_one_request(s3_store: S3ObjectStore) -> None:
+    keys = [f"batch/{i:04d}" for i in range(500)]
+    for key in keys[:450]:
+        s3_store.put(key, key.encode())
+    calls: list[str] = []
+    s3_store.client.meta.events.register(
+        "before-call.s3.*", lambda model, **_: calls.append(model.name)
+    )
+    result = s3_store.head_many(keys)
+    assert calls == ["ListObjectsV2"]
+    assert sum(info is not None for info in result.values()) == 450
+    assert result["batch/0449"] == ObjectInfo("batch/0449", 10, md5(b"batch/0449"))
 
 
 # Chosen so UTF-8 byte order differs from UTF-16 order (U+FFFF vs U+1F600) and '/' sorts
@@ -330,3 +361,21 @@ def test_presigned_get_with_range(store: ObjectStore) -> None:
 def test_presigned_get_missing_is_404(store: ObjectStore) -> None:
     url = store.presigned_get_url("down/missing", expires_in=60)
     assert requests.get(url, timeout=30).status_code == 404
+
+
+def test_put_many_stores_every_object(store: ObjectStore) -> None:
+    items = {f"pm/{i % 7}/{i}/.checksum": f"listing {i}".encode() for i in range(60)}
+    store.put("pm/0/0/.checksum", b"the old version")
+    store.put_many(items)
+    for key, body in items.items():
+        assert store.get(key) == body
+        assert store.head(key) == ObjectInfo(key, len(body), md5(body))
+    assert sorted(info.key for info in store.list("pm/")) == sorted(items)
+    store.put_many({})
+
+
+def test_local_put_many_leaves_no_temporary_files(local_store: LocalObjectStore) -> None:
+    local_store.put_many({f"t/{i}": b"x" * i for i in range(20)})
+    names = [p.name for p in local_store.root.rglob("*")]
+    assert not [n for n in names if n.startswith(".dandizarr-tmp")]
+    assert len(list(local_store.list("t/"))) == 20
