@@ -176,6 +176,12 @@ DANDIZARR_BATCH_LIMIT = env_int("DANDIZARR_BATCH_LIMIT", 500)
 DANDIZARR_STORAGE_CONCURRENCY = env_int("DANDIZARR_STORAGE_CONCURRENCY", 32)
 # An open batch older than this is cancelled by the periodic sweep (its URLs expired long ago).
 DANDIZARR_STALE_BATCH_SECONDS = env_int("DANDIZARR_STALE_BATCH_SECONDS", 24 * 3600)
+# Sharded archives (docs/sharded.md): members per pack batch; uncompressed bytes a shard made by
+# POST pack/ aims at; dead share of a shard (deleted or overwritten members) that triggers its
+# compaction.
+DANDIZARR_PACK_MEMBER_LIMIT = env_int("DANDIZARR_PACK_MEMBER_LIMIT", 100_000)
+DANDIZARR_SHARD_TARGET_BYTES = env_int("DANDIZARR_SHARD_TARGET_BYTES", 64 << 20)
+DANDIZARR_SHARD_COMPACT_PERCENT = env_int("DANDIZARR_SHARD_COMPACT_PERCENT", 50)
 
 # --- Celery ----------------------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")

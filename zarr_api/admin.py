@@ -6,7 +6,7 @@ from django.http import HttpRequest
 
 from zarr_api import services
 from zarr_api.exceptions import DomainError
-from zarr_api.models import Asset, Batch, BatchFile, Dandiset, Version, ZarrArchive
+from zarr_api.models import Asset, Batch, BatchFile, Dandiset, Shard, Version, ZarrArchive
 
 
 @admin.register(Dandiset)
@@ -42,7 +42,16 @@ class BatchInline(admin.TabularInline[Batch, ZarrArchive]):
 
 @admin.register(ZarrArchive)
 class ZarrArchiveAdmin(admin.ModelAdmin[ZarrArchive]):
-    list_display = ["zarr_id", "name", "dandiset", "checksum", "file_count", "size", "frozen"]
+    list_display = [
+        "zarr_id",
+        "name",
+        "dandiset",
+        "checksum",
+        "file_count",
+        "size",
+        "layout",
+        "frozen",
+    ]
     list_filter = ["frozen"]
     search_fields = ["zarr_id", "name"]
     readonly_fields = ["zarr_id", "checksum", "file_count", "size", "frozen", "created", "modified"]
@@ -74,7 +83,11 @@ class ZarrArchiveAdmin(admin.ModelAdmin[ZarrArchive]):
                     request,
                     f"{archive}: drift repaired: checksum {report.checksum_before} -> "
                     f"{report.checksum_after}; {len(report.directories_rewritten)} .checksum "
-                    f"file(s) rewritten, {len(report.stale_checksum_files_deleted)} stale deleted",
+                    f"file(s) rewritten, {len(report.stale_checksum_files_deleted)} stale deleted; "
+                    f"{len(report.corrupted_members)} corrupted member(s) "
+                    f"({', '.join(c['path'] for c in report.corrupted_members[:5])}), "
+                    f"{len(report.stale_loose_copies_deleted)} stale loose copies and "
+                    f"{len(report.orphan_shards_deleted)} orphan shard object(s) deleted",
                     messages.WARNING,
                 )
             else:
@@ -94,3 +107,11 @@ class BatchAdmin(admin.ModelAdmin[Batch]):
     list_filter = ["state", "kind"]
     readonly_fields = ("archive", *BATCH_FIELDS)
     inlines = [BatchFileInline]
+
+
+@admin.register(Shard)
+class ShardAdmin(admin.ModelAdmin[Shard]):
+    list_display = ["id", "archive", "name", "state", "size", "dead_bytes", "verified", "created"]
+    list_filter = ["state"]
+    search_fields = ["name", "key"]
+    readonly_fields = [f.name for f in Shard._meta.fields]

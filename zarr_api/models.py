@@ -54,6 +54,12 @@ class Version(models.Model):
 
 
 class ZarrArchive(models.Model):
+    class Layout(models.TextChoices):
+        # One object per file.
+        LOOSE = "loose"
+        # Chunk files of arrays stored in shard objects (docs/sharded.md).
+        SHARDED = "sharded"
+
     zarr_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=255)
     dandiset = models.ForeignKey(Dandiset, on_delete=models.PROTECT, related_name="zarr_archives")
@@ -63,6 +69,9 @@ class ZarrArchive(models.Model):
     size = models.BigIntegerField(default=0)
     # Set once a published version contains the archive; never unset.
     frozen = models.BooleanField(default=False)
+    layout = models.CharField(max_length=16, choices=Layout.choices, default=Layout.LOOSE)
+    # A conversion into shards (POST pack/) is running; uploads wait for it.
+    packing = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)
     modified = models.DateTimeField(auto_now=True)
 
@@ -79,6 +88,10 @@ class ZarrArchive(models.Model):
     @property
     def checksum_prefix(self) -> str:
         return f"zarr_checksums/{self.zarr_id}/"
+
+    @property
+    def shard_prefix(self) -> str:
+        return f"zarr_shards/{self.zarr_id}/"
 
     def __str__(self) -> str:
         return f"{self.name} ({self.zarr_id})"
@@ -98,6 +111,8 @@ class Batch(models.Model):
     class Kind(models.TextChoices):
         UPLOAD = "upload"
         DELETE = "delete"
+        # Shard objects whose members are files of the archive.
+        PACK = "pack"
 
     class State(models.TextChoices):
         # Upload URLs handed out, files being PUT.
@@ -107,6 +122,8 @@ class Batch(models.Model):
         # Reflected in the .checksum tree and the archive's checksum.
         APPLIED = "applied"
         CANCELLED = "cancelled"
+        # A pack batch with a member whose bytes did not match its declared md5.
+        FAILED = "failed"
 
     archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="batches")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -121,6 +138,8 @@ class Batch(models.Model):
     applied = models.DateTimeField(null=True, blank=True)
     # Why a deletion batch exists (user request, cancel of an upload, ...), for the admin.
     note = models.CharField(max_length=255, blank=True, default="")
+    # Why a batch failed, naming the paths.
+    error = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["id"]
@@ -136,13 +155,73 @@ class Batch(models.Model):
         return f"{self.kind} batch {self.pk} ({self.state}) of {self.archive.zarr_id}"
 
 
+class Shard(models.Model):
+    """One shard object of a sharded archive: immutable once written (a rewrite is a new one)."""
+
+    class State(models.TextChoices):
+        # Declared in a pack batch; its members are not files of the archive yet.
+        PENDING = "pending"
+        # Holds members of the archive.
+        LIVE = "live"
+        # Cancelled, failed or replaced: its object is (being) deleted.
+        DISCARDED = "discarded"
+
+    archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="shards")
+    batch = models.ForeignKey(
+        "Batch", null=True, blank=True, on_delete=models.SET_NULL, related_name="shards"
+    )
+    name = models.TextField()
+    key = models.TextField(unique=True)
+    size = models.BigIntegerField()
+    md5 = models.CharField(max_length=32)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    # Every member's md5 was checked against the object's bytes.
+    verified = models.BooleanField(default=False)
+    # Bytes of members since deleted or overwritten (what compaction would reclaim).
+    dead_bytes = models.BigIntegerField(default=0)
+    # The index shape of the object's trailing sharding_indexed index, when known.
+    chunks_per_shard = models.JSONField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["archive", "state"])]
+
+    def __str__(self) -> str:
+        return f"shard {self.name} ({self.state}) of {self.archive_id}"
+
+
+class ShardMember(models.Model):
+    """Where a packed file's bytes are: authoritative (a path without a row is loose)."""
+
+    archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="members")
+    path = models.TextField()
+    shard = models.ForeignKey(Shard, on_delete=models.PROTECT, related_name="members")
+    offset = models.BigIntegerField()
+    length = models.BigIntegerField()
+    md5 = models.CharField(max_length=32)
+    slot = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["archive", "path"], name="unique_member_path")
+        ]
+
+
 class BatchFile(models.Model):
     batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="files")
     path = models.TextField()
     # Declared md5 for uploads; empty for deletions.
     md5 = models.CharField(max_length=32, blank=True, default="")
-    # Size reported by storage at verification; null until then and for deletions.
+    # Size reported by storage at verification (declared, for members); null for deletions.
     size = models.BigIntegerField(null=True, blank=True)
+    # For a member of a pack batch: its shard, byte offset and slot in the shard's index.
+    shard = models.ForeignKey(
+        Shard, null=True, blank=True, on_delete=models.SET_NULL, related_name="declared"
+    )
+    offset = models.BigIntegerField(null=True, blank=True)
+    slot = models.IntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import posixpath
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from checksums import DirectoryListing, FileState
 from zarr_api.exceptions import NotFound
-from zarr_api.models import Batch, BatchFile, Dandiset, ZarrArchive
+from zarr_api.models import Batch, BatchFile, Dandiset, Shard, ZarrArchive
 from zarr_api.storage import get_store
 from zarr_api.tree import StorageChecksumTree
 
@@ -51,6 +52,15 @@ def archives_annotated() -> QuerySet[ZarrArchive]:
         has_pending_batch=Exists(
             Batch.objects.filter(archive=OuterRef("pk"), state=Batch.State.PENDING)
         ),
+        live_shards=Coalesce(
+            Subquery(
+                Shard.objects.filter(archive=OuterRef("pk"), state=Shard.State.LIVE)
+                .values("archive")
+                .annotate(n=Count("pk"))
+                .values("n")[:1]
+            ),
+            0,
+        ),
     )
 
 
@@ -66,17 +76,21 @@ def archive_tree(archive: ZarrArchive) -> StorageChecksumTree:
     return StorageChecksumTree(get_store(), str(archive.zarr_id))
 
 
-def pending_changes(archive: ZarrArchive) -> dict[str, FileState | None]:
-    """The net effect of the archive's pending (verified, not yet applied) batches, in order."""
+def pending_changes(
+    archive: ZarrArchive, batch_ids: Collection[int] | None = None
+) -> dict[str, FileState | None]:
+    """The net effect of the archive's pending (verified, not yet applied) batches, in order
+    (only of ``batch_ids`` when given)."""
     changes: dict[str, FileState | None] = {}
-    rows = (
-        BatchFile.objects.filter(batch__archive=archive, batch__state=Batch.State.PENDING)
-        .order_by("batch__sequence", "id")
-        .values_list("batch__kind", "path", "md5", "size")
+    rows = BatchFile.objects.filter(batch__archive=archive, batch__state=Batch.State.PENDING)
+    if batch_ids is not None:
+        rows = rows.filter(batch_id__in=list(batch_ids))
+    ordered = rows.order_by("batch__sequence", "id").values_list(
+        "batch__kind", "path", "md5", "size"
     )
-    for kind, path, md5, size in rows.iterator(chunk_size=2000):
-        # Pending uploads were verified, which recorded their sizes.
-        changes[path] = FileState(size=size or 0, md5=md5) if kind == Batch.Kind.UPLOAD else None
+    for kind, path, md5, size in ordered.iterator(chunk_size=2000):
+        # Pending uploads were verified, which recorded their sizes (members declare theirs).
+        changes[path] = None if kind == Batch.Kind.DELETE else FileState(size=size or 0, md5=md5)
     return changes
 
 

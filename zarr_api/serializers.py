@@ -31,6 +31,7 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
     s3_url = serializers.SerializerMethodField()
     checksum_status = serializers.SerializerMethodField()
     upload_in_progress = serializers.SerializerMethodField()
+    shard_count = serializers.SerializerMethodField()
 
     class Meta:
         model = ZarrArchive
@@ -46,6 +47,9 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
             "size",
             "upload_in_progress",
             "frozen",
+            "layout",
+            "packing",
+            "shard_count",
             "created",
             "modified",
         ]
@@ -72,6 +76,12 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
             pending = archive.batches.filter(state="pending").exists()
         return "pending" if pending else "complete"
 
+    def get_shard_count(self, archive: ZarrArchive) -> int:
+        count = getattr(archive, "live_shards", None)
+        if count is None:
+            count = archive.shards.filter(state="live").count()
+        return int(count)
+
     def get_upload_in_progress(self, archive: ZarrArchive) -> bool:
         open_batch = getattr(archive, "has_open_batch", None)
         if open_batch is None:
@@ -82,6 +92,7 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
 class ArchiveCreateSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(max_length=255)
     dandiset = serializers.CharField(max_length=16)
+    layout = serializers.CharField(max_length=16, required=False)
 
 
 class AssetSerializer(serializers.ModelSerializer[Asset]):

@@ -8,9 +8,10 @@ completed while the previous one is being applied.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -22,12 +23,14 @@ from django.utils import timezone
 
 from checksums import TreeSummary, apply_changes, compute_tree
 from objectstore import ObjectInfo
+from zarr_api import shards
 from zarr_api.exceptions import Conflict, Forbidden, NotFound, ValidationFailed
 from zarr_api.models import (
     Asset,
     Batch,
     BatchFile,
     Dandiset,
+    ShardMember,
     TreeLock,
     Version,
     ZarrArchive,
@@ -71,14 +74,20 @@ def _require_unfrozen(archive: ZarrArchive) -> None:
         )
 
 
-def archive_create(*, user: Any, dandiset: Dandiset, name: str) -> ZarrArchive:
+def archive_create(
+    *, user: Any, dandiset: Dandiset, name: str, layout: str = ZarrArchive.Layout.LOOSE
+) -> ZarrArchive:
     _require_writer(user, dandiset)
     problem = path_problem(name) if "/" not in name else "must be a single name without '/'"
     if problem:
         raise ValidationFailed(f"archive name {name!r} {problem}")
+    if layout not in ZarrArchive.Layout.values:
+        raise ValidationFailed(
+            f"layout {layout!r} is not one of {', '.join(ZarrArchive.Layout.values)}"
+        )
     try:
         with transaction.atomic():
-            archive = ZarrArchive.objects.create(dandiset=dandiset, name=name)
+            archive = ZarrArchive.objects.create(dandiset=dandiset, name=name, layout=layout)
             TreeLock.objects.create(archive=archive)
     except IntegrityError as error:
         raise Conflict(
@@ -160,6 +169,83 @@ def _ancestors(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
+def _require_idle(archive: ZarrArchive) -> None:
+    if archive.packing:
+        raise Conflict(
+            f"zarr archive {archive.zarr_id} is being converted into shards; try again when "
+            "its detail shows packing: false"
+        )
+
+
+def _open_batch_exists(archive: ZarrArchive) -> None:
+    if Batch.objects.filter(archive=archive, state=Batch.State.OPEN).exists():
+        raise Conflict(
+            f"zarr archive {archive.zarr_id} already has an upload batch in progress; "
+            "complete or cancel it first"
+        )
+
+
+def _create_open_batch(archive: ZarrArchive, user: Any, kind: str) -> Batch:
+    try:
+        with transaction.atomic():
+            return Batch.objects.create(
+                archive=archive, kind=kind, state=Batch.State.OPEN, user=user
+            )
+    except IntegrityError as error:  # the unique constraint caught a concurrent start
+        raise Conflict(
+            f"zarr archive {archive.zarr_id} already has an upload batch in progress"
+        ) from error
+
+
+@dataclass(frozen=True)
+class PackTargets:
+    batch: Batch
+    shards: list[UploadTarget]
+
+
+def pack_batch_start(*, user: Any, archive: ZarrArchive, body: Any) -> PackTargets:
+    """Start a pack batch: shard objects to PUT, each declaring its member files."""
+    declarations, problems = shards.parse_shards(body)
+    if problems:
+        raise _invalid("shards", problems)
+    limit = settings.DANDIZARR_BATCH_LIMIT
+    if len(declarations) > limit:
+        raise ValidationFailed(
+            f"the batch has {len(declarations)} shards; at most {limit} are allowed"
+        )
+    members = [m for d in declarations for m in d.members]
+    member_limit = settings.DANDIZARR_PACK_MEMBER_LIMIT
+    if len(members) > member_limit:
+        raise ValidationFailed(
+            f"the batch declares {len(members)} member files; at most {member_limit} are allowed"
+        )
+    paths = [m.path for m in members]
+    _validate_paths(paths)
+    with transaction.atomic():
+        archive = _lock_archive(archive)
+        _require_writer(user, archive.dandiset)
+        _require_unfrozen(archive)
+        _require_idle(archive)
+        if archive.layout != ZarrArchive.Layout.SHARDED:
+            raise Conflict(
+                f"zarr archive {archive.zarr_id} is loose; shards can only be uploaded into an "
+                'archive created with "layout": "sharded" (or converted with POST pack/)'
+            )
+        _open_batch_exists(archive)
+        _check_file_directory_clashes(paths, archive_view(archive))
+        batch = _create_open_batch(archive, user, Batch.Kind.PACK)
+        created = shards.declare_shards(archive, batch, declarations)
+    store = get_store()
+    expiry = settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+    return PackTargets(
+        batch,
+        [
+            UploadTarget(s.name, store.presigned_put_url(s.key, s.md5, expires_in=expiry))
+            for s in created
+        ],
+    )
+
+
 def batch_start(*, user: Any, archive: ZarrArchive, files: Any) -> list[UploadTarget]:
     if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
         raise ValidationFailed('the body must be a list of {"path": ..., "etag": ...} objects')
@@ -178,21 +264,10 @@ def batch_start(*, user: Any, archive: ZarrArchive, files: Any) -> list[UploadTa
         archive = _lock_archive(archive)
         _require_writer(user, archive.dandiset)
         _require_unfrozen(archive)
-        if Batch.objects.filter(archive=archive, state=Batch.State.OPEN).exists():
-            raise Conflict(
-                f"zarr archive {archive.zarr_id} already has an upload batch in progress; "
-                "complete or cancel it first"
-            )
+        _require_idle(archive)
+        _open_batch_exists(archive)
         _check_file_directory_clashes(paths, archive_view(archive))
-        try:
-            with transaction.atomic():
-                batch = Batch.objects.create(
-                    archive=archive, kind=Batch.Kind.UPLOAD, state=Batch.State.OPEN, user=user
-                )
-        except IntegrityError as error:  # the unique constraint caught a concurrent start
-            raise Conflict(
-                f"zarr archive {archive.zarr_id} already has an upload batch in progress"
-            ) from error
+        batch = _create_open_batch(archive, user, Batch.Kind.UPLOAD)
         BatchFile.objects.bulk_create(
             BatchFile(batch=batch, path=f["path"], md5=f["etag"]) for f in files
         )
@@ -239,17 +314,38 @@ def batch_complete(*, user: Any, archive: ZarrArchive) -> Batch:
         _require_writer(user, archive.dandiset)
         _require_unfrozen(archive)
         batch = _open_batch(archive)
-        files = list(batch.files.all())
-        heads = _heads(archive, [f.path for f in files])
         result = Verification()
-        for f in files:
-            info = heads[f.path]
-            if info is None:
-                result.missing.append(f.path)
-            elif info.etag != f.md5:
-                result.mismatched.append({"path": f.path, "expected": f.md5, "actual": info.etag})
-            else:
-                f.size = info.size
+        files: list[BatchFile] = []
+        if batch.kind == Batch.Kind.PACK:
+            # The shard objects here; their members' md5s are checked by the worker, which
+            # reads every shard (too long for a request).
+            batch_shards = list(batch.shards.all())
+            infos = get_store().head_many([s.key for s in batch_shards], mapper=storage_map)
+            for shard in batch_shards:
+                info = infos[shard.key]
+                if info is None:
+                    result.missing.append(shard.name)
+                elif info.etag != shard.md5 or info.size != shard.size:
+                    result.mismatched.append(
+                        {
+                            "path": shard.name,
+                            "expected": f"{shard.md5} ({shard.size} bytes)",
+                            "actual": f"{info.etag} ({info.size} bytes)",
+                        }
+                    )
+        else:
+            files = list(batch.files.all())
+            heads = _heads(archive, [f.path for f in files])
+            for f in files:
+                info = heads[f.path]
+                if info is None:
+                    result.missing.append(f.path)
+                elif info.etag != f.md5:
+                    result.mismatched.append(
+                        {"path": f.path, "expected": f.md5, "actual": info.etag}
+                    )
+                else:
+                    f.size = info.size
         if not result.ok:
             parts = []
             if result.missing:
@@ -264,7 +360,8 @@ def batch_complete(*, user: Any, archive: ZarrArchive) -> Batch:
                 missing=result.missing,
                 mismatched=result.mismatched,
             )
-        _record_sizes(files)
+        if files:
+            _record_sizes(files)
         batch.state = Batch.State.PENDING
         batch.sequence = _next_sequence(archive)
         batch.completed = timezone.now()
@@ -303,7 +400,17 @@ def batch_cancel(*, user: Any | None, archive: ZarrArchive, reason: str = "cance
         if user is not None and user != batch.user:
             _require_writer(user, archive.dandiset)
         _require_unfrozen(archive)
+        if batch.kind == Batch.Kind.PACK:
+            # Nothing of a pack batch is in the archive before it is applied: drop its shards.
+            shards.discard_shards(batch.shards.all())
+            batch.state = Batch.State.CANCELLED
+            batch.completed = timezone.now()
+            batch.note = reason
+            batch.save(update_fields=["state", "completed", "note"])
+            return batch
         paths = list(batch.files.values_list("path", flat=True))
+        # A packed file's bytes are in its shard, whatever happened to its loose key.
+        packed = shards.packed_paths(archive, paths)
         committed = archive_view(archive).files_state(paths)
         heads = _heads(archive, paths)
         to_delete: list[str] = []
@@ -315,7 +422,7 @@ def batch_cancel(*, user: Any | None, archive: ZarrArchive, reason: str = "cance
                 continue  # untouched by this batch
             if info is not None:
                 to_delete.append(path)
-            if known is not None:
+            if known is not None and path not in packed:
                 to_unlist.append(path)
         get_store().delete_many(archive.storage_prefix + p for p in to_delete)
         batch.state = Batch.State.CANCELLED
@@ -377,6 +484,12 @@ def files_delete(*, user: Any, archive: ZarrArchive, entries: Any) -> Batch:
 # --- Tree propagation --------------------------------------------------------------------------
 
 
+def _schedule_compaction(shard_pk: int) -> None:
+    from zarr_api.tasks import compact_shard
+
+    transaction.on_commit(lambda: compact_shard.delay(shard_pk))
+
+
 def _schedule_propagation(archive: ZarrArchive) -> None:
     from zarr_api.tasks import propagate_archive
 
@@ -391,21 +504,33 @@ def archive_propagate(archive_pk: int) -> TreeSummary | None:
     at once. Changes are absolute (a path's new state, or removed), so a rerun after a crash
     half-way rewrites the same tree and counts nothing twice.
     """
+    # Pack batches: every member checked against the shard's bytes first (long; no locks).
+    shards.verify_pending_pack_batches(archive_pk)
     with transaction.atomic():
         try:
             TreeLock.objects.select_for_update().get(archive_id=archive_pk)
         except TreeLock.DoesNotExist:
             return None  # the archive was deleted
         archive = ZarrArchive.objects.get(pk=archive_pk)
-        batch_ids = list(
-            Batch.objects.filter(archive=archive, state=Batch.State.PENDING).values_list(
-                "pk", flat=True
-            )
-        )
+        pending = Batch.objects.filter(archive=archive, state=Batch.State.PENDING)
+        unverified = shards.unverified_pack_batches(archive_pk)
+        batch_ids = []
+        # In sequence order, up to a pack batch completed after the verification above (its
+        # own task will verify and apply it and whatever follows).
+        for pk in pending.order_by("sequence").values_list("pk", flat=True):
+            if pk in unverified:
+                break
+            batch_ids.append(pk)
         if not batch_ids:
             return None
-        changes = pending_changes(archive)
+        changes = pending_changes(archive, batch_ids)
         summary = apply_changes(archive_tree(archive), changes)
+        locations = shards.apply_locations(archive, batch_ids)
+        if locations.packed:
+            packed = locations.packed
+            transaction.on_commit(lambda: shards.delete_stale_loose(archive_pk, packed))
+        for shard_pk in locations.to_compact:
+            _schedule_compaction(shard_pk)
         now = timezone.now()
         ZarrArchive.objects.filter(pk=archive_pk).update(
             checksum=summary.digest, file_count=summary.count, size=summary.size, modified=now
@@ -415,6 +540,35 @@ def archive_propagate(archive_pk: int) -> TreeSummary | None:
         "archive %s: applied %d batch(es), %s", archive.zarr_id, len(batch_ids), summary.digest
     )
     return summary
+
+
+def archive_pack(*, user: Any, archive: ZarrArchive) -> ZarrArchive:
+    """Start converting the archive's chunk files into shards (a Celery task does the work)."""
+    with transaction.atomic():
+        archive = _lock_archive(archive)
+        _require_writer(user, archive.dandiset)
+        _require_unfrozen(archive)
+        if archive.packing:
+            raise Conflict(f"zarr archive {archive.zarr_id} is already being packed")
+        if Batch.objects.filter(
+            archive=archive, state__in=[Batch.State.OPEN, Batch.State.PENDING]
+        ).exists():
+            raise Conflict(
+                f"zarr archive {archive.zarr_id} has an upload in progress or checksums pending; "
+                "pack it once its upload is done and checksum_status is complete"
+            )
+        archive.layout = ZarrArchive.Layout.SHARDED
+        archive.packing = True
+        archive.save(update_fields=["layout", "packing", "modified"])
+        archive_pk = archive.pk
+
+        def start() -> None:
+            from zarr_api.tasks import pack_archive
+
+            pack_archive.delay(archive_pk)
+
+        transaction.on_commit(start)
+    return archive
 
 
 # --- Audit ---------------------------------------------------------------------------------------
@@ -429,12 +583,20 @@ class AuditReport:
     size: int
     directories_rewritten: list[str] = field(default_factory=list)
     stale_checksum_files_deleted: list[str] = field(default_factory=list)
+    # Sharded archives: members whose bytes do not match their md5 (the tree now has the md5
+    # of what is stored), loose copies of packed files and shard objects no row knows, deleted.
+    corrupted_members: list[dict[str, str]] = field(default_factory=list)
+    stale_loose_copies_deleted: list[str] = field(default_factory=list)
+    orphan_shards_deleted: list[str] = field(default_factory=list)
 
     @property
     def drift(self) -> bool:
         return bool(
             self.directories_rewritten
             or self.stale_checksum_files_deleted
+            or self.corrupted_members
+            or self.stale_loose_copies_deleted
+            or self.orphan_shards_deleted
             or self.checksum_before != self.checksum_after
         )
 
@@ -446,11 +608,21 @@ def archive_audit(archive: ZarrArchive) -> AuditReport:
     and written as soon as it is finished.
     """
     store = get_store()
+    sharded = archive.shards.exists()
+    if sharded:
+        # Settle pending batches first: a pending member or loose overwrite is not yet in the
+        # rows the audit reads the archive from.
+        archive_propagate(archive.pk)
     with transaction.atomic():
         locked = _lock_archive(archive)
         if Batch.objects.filter(archive=locked, state=Batch.State.OPEN).exists():
             raise Conflict(
                 f"zarr archive {locked.zarr_id} has an upload batch in progress; cancel it first"
+            )
+        if sharded and Batch.objects.filter(archive=locked, state=Batch.State.PENDING).exists():
+            raise Conflict(
+                f"zarr archive {locked.zarr_id} has checksum updates pending; audit it again "
+                "once its checksum_status is complete"
             )
         TreeLock.objects.select_for_update().get(archive=locked)
         tree = archive_tree(locked)
@@ -464,10 +636,33 @@ def archive_audit(archive: ZarrArchive) -> AuditReport:
                 report.directories_rewritten.append(directory)
 
         prefix = locked.storage_prefix
-        summary = compute_tree(
-            ((info.key[len(prefix) :], info.size, info.etag) for info in store.list(prefix)),
-            on_directory=on_directory,
-        )
+        listed = ((info.key[len(prefix) :], info.size, info.etag) for info in store.list(prefix))
+        entries: Iterator[tuple[str, int, str]] = listed
+        if locked.shards.exists():
+            members = shards.audit_members(locked)
+            report.corrupted_members = members.corrupted
+            packed = {path for path, _, _ in members.entries}
+            report.stale_loose_copies_deleted = []
+
+            def loose_only() -> Iterator[tuple[str, int, str]]:
+                for entry in listed:
+                    if entry[0] in packed:
+                        report.stale_loose_copies_deleted.append(entry[0])
+                    else:
+                        yield entry
+
+            # Both sorted by path (code point order, which is UTF-8 byte order: S3's).
+            entries = heapq.merge(loose_only(), members.entries)
+            report.orphan_shards_deleted = members.orphan_shards
+        summary = compute_tree(entries, on_directory=on_directory)
+        store.delete_many(prefix + p for p in report.stale_loose_copies_deleted)
+        store.delete_many(report.orphan_shards_deleted)
+        for bad in report.corrupted_members:
+            rows = ShardMember.objects.filter(archive=locked, path=bad["path"])
+            if bad["actual"]:
+                rows.update(md5=bad["actual"])  # storage is the truth, as for loose files
+            else:
+                rows.delete()  # its bytes are gone
         stale = []
         for info in store.list(locked.checksum_prefix):
             directory = posixpath.dirname(info.key[len(locked.checksum_prefix) :])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from dandizarr.celery import app
-from zarr_api import services
+from zarr_api import services, shards
 
 logger = logging.getLogger(__name__)
 
@@ -36,3 +36,29 @@ def resume_pending_propagation() -> int:
     for archive_pk in archive_pks:
         propagate_archive.delay(archive_pk)
     return len(archive_pks)
+
+
+@app.task(
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    retry_backoff_max=300,
+    max_retries=10,
+)
+def pack_archive(archive_pk: int) -> int:
+    """Convert a loose archive's chunk files into shards; a rerun continues where it stopped."""
+    return shards.archive_pack_run(archive_pk).files_packed
+
+
+@app.task(
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    retry_backoff_max=300,
+    max_retries=10,
+)
+def compact_shard(shard_pk: int) -> bool:
+    """Rewrite a shard whose dead share passed the threshold with its live members only."""
+    return shards.shard_compact(shard_pk)

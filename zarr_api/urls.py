@@ -25,6 +25,8 @@ urlpatterns = [
     path(zarr, views.ArchiveDetailView.as_view(), name="zarr"),
     path(zarr + "upload/", views.UploadView.as_view(), name="zarr-upload"),
     path(zarr + "upload/complete/", views.UploadCompleteView.as_view(), name="zarr-complete"),
+    path(zarr + "pack/", views.PackView.as_view(), name="zarr-pack"),
+    path(zarr + "batches/<str:batch_id>/", views.BatchDetailView.as_view(), name="zarr-batch"),
     path(zarr + "files/", views.FilesView.as_view(), name="zarr-files"),
     # The unambiguous form of browsing, and the spec's form (upload/ and files/ win there).
     path(zarr + "files/<path:path>", views.FilesView.as_view(), name="zarr-file"),

@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.db.models import QuerySet
-from django.http import HttpResponseRedirect
+from django.http import HttpResponseRedirect, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.permissions import AllowAny
@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dandizarr import __version__
-from zarr_api import selectors, services
+from zarr_api import selectors, services, shards
 from zarr_api.exceptions import NotFound, ValidationFailed
 from zarr_api.models import Asset, Batch, Dandiset, Version, ZarrArchive
 from zarr_api.paths import directory_problem
@@ -40,6 +40,7 @@ class InfoView(APIView):
             {
                 "version": __version__,
                 "batch_limit": settings.DANDIZARR_BATCH_LIMIT,
+                "pack_member_limit": settings.DANDIZARR_PACK_MEMBER_LIMIT,
                 "presigned_url_expiry_seconds": settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS,
                 "storage": settings.DANDIZARR_STORAGE,
             }
@@ -186,8 +187,12 @@ class ArchiveListCreateView(generics.ListAPIView[ZarrArchive]):
             user=request.user,
             dandiset=selectors.dandiset_get(data.validated_data["dandiset"]),
             name=data.validated_data["name"],
+            layout=data.validated_data.get("layout") or ZarrArchive.Layout.LOOSE,
         )
-        return Response(ArchiveSerializer(archive).data, status=status.HTTP_201_CREATED)
+        return Response(
+            ArchiveSerializer(_annotated_archive(str(archive.zarr_id))).data,
+            status=status.HTTP_201_CREATED,
+        )
 
 
 def _annotated_archive(zarr_id: str) -> ZarrArchive:
@@ -217,9 +222,16 @@ class UploadView(APIView):
         responses={200: {"type": "array", "items": {"type": "object"}}},
     )
     def post(self, request: Request, zarr_id: str) -> Response:
-        targets = services.batch_start(
-            user=request.user, archive=selectors.archive_get(zarr_id), files=request.data
-        )
+        archive = selectors.archive_get(zarr_id)
+        if isinstance(request.data, dict):  # a pack batch (docs/sharded.md)
+            pack = services.pack_batch_start(user=request.user, archive=archive, body=request.data)
+            return Response(
+                {
+                    "batch": pack.batch.pk,
+                    "shards": [{"name": t.path, "upload_url": t.upload_url} for t in pack.shards],
+                }
+            )
+        targets = services.batch_start(user=request.user, archive=archive, files=request.data)
         return Response([{"path": t.path, "upload_url": t.upload_url} for t in targets])
 
     def delete(self, request: Request, zarr_id: str) -> Response:
@@ -239,6 +251,45 @@ class UploadCompleteView(APIView):
                 "files": batch.files.count(),
                 **ArchiveSerializer(archive).data,
             }
+        )
+
+
+class BatchDetailView(APIView):
+    """One batch of an archive: how a client learns that a pack batch was applied or failed."""
+
+    def get(self, request: Request, zarr_id: str, batch_id: str) -> Response:
+        archive = selectors.archive_get(zarr_id)
+        batch = (
+            Batch.objects.filter(archive=archive, pk=int(batch_id)).first()
+            if batch_id.isdigit()
+            else None
+        )
+        if batch is None:
+            raise NotFound(f"zarr archive {zarr_id} has no batch {batch_id!r}")
+        return Response(
+            {
+                "id": batch.pk,
+                "kind": batch.kind,
+                "state": batch.state,
+                "error": batch.error,
+                "note": batch.note,
+                "files": batch.files.count(),
+                "shards": batch.shards.count(),
+                "created": batch.created,
+                "completed": batch.completed,
+                "applied": batch.applied,
+            }
+        )
+
+
+class PackView(APIView):
+    """Convert the archive's chunk files into shards, in the background."""
+
+    @extend_schema(request=None, responses={202: ArchiveSerializer})
+    def post(self, request: Request, zarr_id: str) -> Response:
+        services.archive_pack(user=request.user, archive=selectors.archive_get(zarr_id))
+        return Response(
+            ArchiveSerializer(_annotated_archive(zarr_id)).data, status=status.HTTP_202_ACCEPTED
         )
 
 
@@ -266,7 +317,7 @@ class FilesView(APIView):
     )
     def get(
         self, request: Request, zarr_id: str, path: str = ""
-    ) -> Response | HttpResponseRedirect:
+    ) -> Response | HttpResponseRedirect | StreamingHttpResponse:
         archive = selectors.archive_get(zarr_id)
         problem = directory_problem(path)
         if problem:
@@ -275,22 +326,44 @@ class FilesView(APIView):
             return self._recursive(request, archive, path)
         node = selectors.node_get(archive, path)
         if isinstance(node, selectors.FileNode):
+            download = request.query_params.get("download") in {"1", "true", "yes"}
+            location = shards.member_location(archive, node.path)
+            if location is not None:
+                if download:
+                    response = StreamingHttpResponse(
+                        shards.iter_member_bytes(location),
+                        content_type="application/octet-stream",
+                    )
+                    response["Content-Length"] = str(location.length)
+                    return response
+                return Response(
+                    {
+                        **self._file(node, location.key),
+                        "shard": {
+                            "key": location.key,
+                            "offset": location.offset,
+                            "length": location.length,
+                        },
+                    }
+                )
             key = archive.storage_prefix + node.path
-            url = selectors.download_url(key)
-            if request.query_params.get("download") in {"1", "true", "yes"}:
-                return HttpResponseRedirect(url)
-            return Response(
-                {
-                    "type": "file",
-                    "path": node.path,
-                    "name": node.path.rsplit("/", 1)[-1],
-                    "size": node.size,
-                    "digest": node.md5,
-                    "s3_key": key,
-                    "download_url": url,
-                }
-            )
+            if download:
+                return HttpResponseRedirect(selectors.download_url(key))
+            return Response({**self._file(node, key), "shard": None})
         return Response(self._directory(request, node))
+
+    @staticmethod
+    def _file(node: selectors.FileNode, key: str) -> dict[str, Any]:
+        """A file's entry; ``key`` is its object (a packed file's: its shard's)."""
+        return {
+            "type": "file",
+            "path": node.path,
+            "name": node.path.rsplit("/", 1)[-1],
+            "size": node.size,
+            "digest": node.md5,
+            "s3_key": key,
+            "download_url": selectors.download_url(key),
+        }
 
     def _directory(self, request: Request, node: selectors.DirectoryNode) -> dict[str, Any]:
         listing = node.listing

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from checksums import DirectoryListing, compute_tree, decode_checksum_file
-from zarr_api.models import ZarrArchive
+from zarr_api.models import ShardMember, ZarrArchive
 from zarr_api.storage import get_store
 
 
@@ -11,8 +13,25 @@ def assert_tree_matches_storage(zarr_id: str) -> None:
     store = get_store()
     prefix = f"zarr/{zarr_id}/"
     expected: dict[str, DirectoryListing] = {}
+    # A packed file is its member row's byte range of its shard, hashed here from storage.
+    members = {
+        m.path: (
+            m.length,
+            hashlib.md5(
+                store.get_range(m.shard.key, m.offset, m.offset + m.length) if m.length else b""
+            ).hexdigest(),
+        )
+        for m in ShardMember.objects.filter(archive__zarr_id=zarr_id).select_related("shard")
+    }
+    for path, (_, md5) in members.items():
+        row = ShardMember.objects.get(archive__zarr_id=zarr_id, path=path)
+        assert row.md5 == md5, f"member {path!r}: row says {row.md5}, shard holds {md5}"
+    files = {i.key[len(prefix) :]: (i.size, i.etag) for i in store.list(prefix)}
+    doubled = sorted(files.keys() & members.keys())
+    assert not doubled, f"packed files still have loose objects: {doubled}"
+    files.update(members)
     summary = compute_tree(
-        ((i.key[len(prefix) :], i.size, i.etag) for i in store.list(prefix)),
+        ((path, size, md5) for path, (size, md5) in sorted(files.items())),
         on_directory=lambda d, listing: expected.__setitem__(d, listing),
     )
     checksum_prefix = f"zarr_checksums/{zarr_id}/"

@@ -35,7 +35,10 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"{archive.zarr_id}: DRIFT repaired: {report.checksum_before} -> "
                     f"{report.checksum_after}; rewrote {len(report.directories_rewritten)}, "
-                    f"deleted {len(report.stale_checksum_files_deleted)} stale .checksum file(s)"
+                    f"deleted {len(report.stale_checksum_files_deleted)} stale .checksum file(s); "
+                    f"corrupted members: {[c['path'] for c in report.corrupted_members]}; "
+                    f"deleted {len(report.stale_loose_copies_deleted)} stale loose copies and "
+                    f"{len(report.orphan_shards_deleted)} orphan shard object(s)"
                 )
             else:
                 self.stdout.write(f"{archive.zarr_id}: ok {report.checksum_after}")
