@@ -206,10 +206,12 @@ class DandizarrClient:
                 return Archive.from_json(item)
         return None
 
-    def create_archive(self, dandiset: str, name: str) -> Archive:
-        response = self.request(
-            "POST", "/api/zarr/", json={"name": name, "dandiset": dandiset}, expect=(201,)
-        )
+    def create_archive(self, dandiset: str, name: str, *, layout: str | None = None) -> Archive:
+        """A new archive; ``layout`` ``"sharded"`` stores chunk files in shards."""
+        body = {"name": name, "dandiset": dandiset}
+        if layout is not None:
+            body["layout"] = layout
+        response = self.request("POST", "/api/zarr/", json=body, expect=(201,))
         return Archive.from_json(response.json())
 
     def wait_for_checksum(
@@ -305,6 +307,61 @@ class DandizarrClient:
                 )
         return [item["upload_url"] for item in urls]
 
+    def start_pack_batch(
+        self, zarr_id: str, shards: Sequence[dict[str, Any]]
+    ) -> tuple[int, list[str]]:
+        """Open a pack batch of shards (``{"name", "etag", "size", "members"}``, see
+        docs/sharded.md); returns the batch id and the upload URLs in the same order."""
+        response = self.request(
+            "POST", f"/api/zarr/{quote(zarr_id)}/upload/", json={"shards": list(shards)}
+        )
+        answer = response.json()
+        items = answer.get("shards") if isinstance(answer, dict) else None
+        if not isinstance(items, list) or len(items) != len(shards):
+            raise ClientError(
+                f"the server answered {len(items) if isinstance(items, list) else 'no'} upload "
+                f"URLs for {len(shards)} shards"
+            )
+        for shard, item in zip(shards, items, strict=True):
+            if item.get("name") != shard["name"]:
+                raise ClientError(
+                    f"the server answered an upload URL for shard {item.get('name')!r}, "
+                    f"expected {shard['name']!r}"
+                )
+        return int(answer["batch"]), [item["upload_url"] for item in items]
+
+    def get_batch(self, zarr_id: str, batch_id: int) -> dict[str, Any]:
+        """A batch's record: ``{"id", "kind", "state", "error"}``."""
+        result: dict[str, Any] = self.get_json(f"/api/zarr/{quote(zarr_id)}/batches/{batch_id}/")
+        return result
+
+    def wait_for_batch(
+        self,
+        zarr_id: str,
+        batch_id: int,
+        *,
+        timeout: float = 600.0,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Poll a batch until it is no longer open or pending (applied, failed, cancelled)."""
+        deadline = time.monotonic() + timeout
+        interval = 0.05
+        told = False
+        while True:
+            batch = self.get_batch(zarr_id, batch_id)
+            if batch.get("state") not in ("open", "pending"):
+                return batch
+            if time.monotonic() >= deadline:
+                raise ClientError(
+                    f"batch {batch_id} of zarr archive {zarr_id} is still {batch.get('state')} "
+                    f"after {timeout:.0f} s; the server's worker may be down or busy"
+                )
+            if not told and progress is not None and interval >= 1:
+                progress.message(f"waiting for the server to verify batch {batch_id}...")
+                told = True
+            time.sleep(interval)
+            interval = min(interval * 2, 2.0)
+
     def complete_batch(self, zarr_id: str) -> requests.Response:
         """POST complete; the 200 or the 400 (with ``missing``/``mismatched``) is returned."""
         return self.request(
@@ -341,6 +398,8 @@ class DandizarrClient:
         cancel_open_batch: bool = False,
         hash_jobs: int | None = None,
         checksum_timeout: float = 600.0,
+        pack: bool = False,
+        shard_target_bytes: int | None = None,
         progress: Progress | None = None,
     ) -> UploadResult:
         """Upload the directory ``root`` into an archive and verify the server's checksum.
@@ -349,6 +408,10 @@ class DandizarrClient:
         name) in ``dandiset``, created when absent. Returns the result; ``result.ok`` says
         whether the server's checksum equals the expected one. Raises ClientError for
         anything that stopped the upload.
+
+        ``pack`` stores the arrays' chunk files in shard objects (docs/sharded.md): a new
+        archive is created sharded, and chunk files are sent in pack batches of shards of about
+        ``shard_target_bytes`` (default 64 MiB) each.
         """
         from dandizarr.client.upload import Uploader, UploadOptions
 
@@ -360,6 +423,8 @@ class DandizarrClient:
             cancel_open_batch=cancel_open_batch,
             hash_jobs=hash_jobs,
             checksum_timeout=checksum_timeout,
+            pack=pack,
+            shard_target_bytes=shard_target_bytes,
         )
         return Uploader(self, Path(root), options, progress or NullProgress()).run()
 

@@ -17,6 +17,8 @@ class ServiceInfo:
     batch_limit: int
     presigned_url_expiry_seconds: int
     storage: str
+    # Most members one pack batch may declare (docs/sharded.md); None from older services.
+    pack_member_limit: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
@@ -35,6 +37,9 @@ class Archive:
     upload_in_progress: bool = False
     frozen: bool = False
     s3_url: str | None = None
+    layout: str = "loose"  # or "sharded" (docs/sharded.md)
+    shard_count: int = 0
+    packing: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:

@@ -15,6 +15,9 @@ How a key is read (docs/api.md):
   file that changed or vanished since it was listed makes the store forget what it knew about
   the key and ask the service again, once.
 * Whole-file reads are checked against the size and md5 the service's tree records.
+* A file packed into a shard (sharded archives, docs/sharded.md) has ``shard: {"key", "offset",
+  "length"}`` in its entry and the shard's URL as its download URL: every read of it, whole or
+  partial, is one ``Range`` request inside ``offset .. offset + length - 1`` of the shard.
 
 The store is a snapshot in the sense that listings are cached for its lifetime; call
 ``invalidate()`` to forget them (e.g. after the archive was changed by an upload).
@@ -63,6 +66,8 @@ class _Entry:
     size: int
     digest: str
     url: str | None = None
+    # For a packed file: where its bytes start in the shard object ``url`` points at.
+    shard_offset: int | None = None
 
 
 @dataclass
@@ -294,7 +299,13 @@ class ArchiveStore(Store):
         if answer is None or answer.get("type") != "file":  # gone since the listing
             self._forget(key)
             return None
-        entry = _Entry(int(answer["size"]), answer["digest"], answer["download_url"])
+        shard = answer.get("shard")
+        entry = _Entry(
+            int(answer["size"]),
+            answer["digest"],
+            answer["download_url"],
+            int(shard["offset"]) if isinstance(shard, dict) else None,
+        )
         with self._lock:
             if directory is not None:
                 directory.files[name] = entry
@@ -309,6 +320,8 @@ class ArchiveStore(Store):
     # --- reading -----------------------------------------------------------------------------
 
     def _read(self, entry: _Entry, byte_range: ByteRequest | None) -> bytes:
+        if entry.shard_offset is not None:
+            return self._read_member(entry, byte_range)
         header, wanted = _range_header(byte_range, entry.size)
         start, stop, _ = wanted.indices(entry.size)
         if stop <= start:  # nothing to fetch (an empty file, or a range past its end)
@@ -343,6 +356,38 @@ class ArchiveStore(Store):
         raise ClientError(
             f"storage answered HTTP {response.status_code} for a file of archive {self.zarr_id}"
         )
+
+    def _read_member(self, entry: _Entry, byte_range: ByteRequest | None) -> bytes:
+        """A packed file's bytes (or part of them): one range request on its shard."""
+        assert entry.url is not None and entry.shard_offset is not None
+        start, stop, _ = _range_header(byte_range, entry.size)[1].indices(entry.size)
+        if stop <= start:
+            return b""
+        first, last = entry.shard_offset + start, entry.shard_offset + stop - 1
+        with self._lock:
+            self.storage_requests += 1
+        try:
+            response = self._storage.get(
+                entry.url, headers={"Range": f"bytes={first}-{last}"}, timeout=self.timeout
+            )
+        except requests.RequestException as error:
+            raise ClientError(f"cannot read from storage: {error}") from error
+        if response.status_code in (403, 404, 416):
+            raise _Stale()
+        if response.status_code == 206:
+            data = response.content
+        elif response.status_code == 200:  # storage ignored the range: the whole shard
+            data = response.content[first : last + 1]
+        else:
+            raise ClientError(
+                f"storage answered HTTP {response.status_code} for a shard of archive "
+                f"{self.zarr_id}"
+            )
+        if len(data) != stop - start:
+            raise _Stale()
+        if byte_range is None and hashlib.md5(data).hexdigest() != entry.digest:
+            raise _Stale()
+        return data
 
     def _get_sync(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
         for attempt in range(2):

@@ -7,6 +7,13 @@ ahead, so per batch only "POST upload" and "POST complete" are serial.
 
 Every file is read again for its PUT and its md5 compared with the one declared in the batch:
 a file that changed on disk since it was hashed is not uploaded but reported.
+
+With ``pack`` (docs/sharded.md) the chunk files of the arrays (found from the local
+``.zarray`` / ``zarr.json``) are not PUT one by one: once hashing is done they are planned into
+shards (``sharding.packing``), each shard is built locally (member files read again and checked
+against their md5), and the shards go in *pack batches* (start, parallel PUTs, complete, then
+the server's worker checks every member's md5 and applies the batch). Metadata and files off
+the chunk grids go first, in ordinary batches.
 """
 
 from __future__ import annotations
@@ -14,11 +21,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import io
 import os
 import queue
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -48,6 +58,10 @@ STREAM_THRESHOLD = 16 << 20
 DEFAULT_MAX_BATCH_BYTES = 2 << 30
 # Fresh URLs for one batch (expired URLs, files changed on disk) at most this many times.
 MAX_BATCH_RESTARTS = 4
+# Members per pack batch when the service does not say (older services have no pack batches).
+DEFAULT_PACK_MEMBER_LIMIT = 100_000
+# Pack batches built ahead of the one being uploaded (each up to ``max_batch_bytes``).
+PACK_BATCHES_AHEAD = 1
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,10 @@ class UploadOptions:
     hash_jobs: int | None = None
     checksum_timeout: float = 600.0
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    # Chunk files go into shard objects (docs/sharded.md); a new archive is created sharded.
+    pack: bool = False
+    # Uncompressed chunk bytes a shard aims at (None: sharding.packing's default, 64 MiB).
+    shard_target_bytes: int | None = None
 
 
 @dataclass
@@ -87,11 +105,18 @@ class UploadResult:
     changed_files: list[str] = field(default_factory=list)
     batches: int = 0
     batch_restarts: int = 0
+    # Of the uploaded files, those sent as members of shards, the shards and pack batches
+    # (pack batches count in ``batches`` too).
+    packed_files: int = 0
+    packed_bytes: int = 0
+    shards: int = 0
+    pack_batches: int = 0
     put_requests: int = 0
     retries: int = 0
     elapsed_seconds: float = 0.0
     # Wall time of the serial steps: "scan" (listing both sides), "start" and "complete"
-    # (the batch calls), "put" (waiting for a batch's PUTs), "verify" (the final checksum).
+    # (the batch calls), "put" (waiting for a batch's PUTs), "verify" (the final checksum);
+    # with pack, "build" (waiting for shards to be built) and "apply" (the server's check).
     phase_seconds: dict[str, float] = field(default_factory=dict)
     local_checksum: str | None = None
     expected_checksum: str | None = None
@@ -144,10 +169,10 @@ class UploadResult:
         return data
 
     def summary(self) -> str:
-        line = (
-            f"uploaded {self.uploaded_files:,} files ({format_bytes(self.uploaded_bytes)}), "
-            f"skipped {self.skipped_files:,} already on the server"
-        )
+        line = f"uploaded {self.uploaded_files:,} files ({format_bytes(self.uploaded_bytes)})"
+        if self.shards:
+            line += f", {self.packed_files:,} of them in {self.shards:,} shards"
+        line += f", skipped {self.skipped_files:,} already on the server"
         if self.deleted_files:
             line += f", deleted {self.deleted_files:,}"
         line += (
@@ -190,13 +215,113 @@ class PutStatus(Enum):
 
 @dataclass(frozen=True)
 class PutOutcome:
-    entry: LocalFile
+    entry: Any  # LocalFile, or PreparedShard for a pack batch
     status: PutStatus
     error: str = ""
 
 
+def _named(item: Any) -> str:
+    """A shard named in a 400 of complete: a name, or ``{"name"|"path", ...}``."""
+    if isinstance(item, dict):
+        return str(item.get("name") or item.get("path") or item)
+    return str(item)
+
+
 class FileChangedError(Exception):
     pass
+
+
+@dataclass
+class PreparedShard:
+    """A shard built locally: in memory (``data``) or in a temporary file (``file``)."""
+
+    name: str
+    size: int
+    md5: str
+    members: tuple[Any, ...]  # sharding.packing.MemberRecord
+    entries: tuple[LocalFile, ...]  # the member files, as hashed
+    data: bytes | None = None
+    file: Path | None = None
+
+    @property
+    def member_bytes(self) -> int:
+        return sum(e.size for e in self.entries)
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        assert self.file is not None
+        return self.file.read_bytes()
+
+    def write(self, data: bytes) -> None:
+        """Replace the shard's bytes (tests use it to corrupt a member); md5 and size follow."""
+        if self.file is not None and self.data is None:
+            self.file.write_bytes(data)
+        else:
+            self.data = bytes(data)
+        self.size = len(data)
+        self.md5 = hashlib.md5(data).hexdigest()
+
+    def body(self) -> Any:
+        if self.data is not None:
+            return self.data
+        assert self.file is not None
+        return self.file.open("rb")
+
+    def discard(self) -> None:
+        self.data = None
+        if self.file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.file.unlink()
+
+    def request_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "etag": self.md5,
+            "size": self.size,
+            "members": [
+                {
+                    "path": m.path,
+                    "md5": m.md5,
+                    "size": m.length,
+                    "offset": m.offset,
+                    "slot": m.slot,
+                }
+                for m in self.members
+            ],
+        }
+
+
+@dataclass
+class PackBatch:
+    """Shards to send in one pack batch, built by the producer thread."""
+
+    shards: list[PreparedShard]
+
+    @property
+    def member_count(self) -> int:
+        return sum(len(s.members) for s in self.shards)
+
+    def discard(self) -> None:
+        for shard in self.shards:
+            shard.discard()
+
+
+def fit_chunks_per_shard(chunks_per_shard: Sequence[int], limit: int) -> tuple[int, ...]:
+    """Shrink a shard shape (first dimensions first: shards grow from the last) until a shard
+    has at most ``limit`` slots, so one shard always fits in a pack batch."""
+    cps = [int(n) for n in chunks_per_shard]
+    while len(cps) and _prod(cps) > max(1, limit):
+        d = next(i for i, n in enumerate(cps) if n > 1)
+        cps[d] = max(1, min(cps[d] // 2, cps[d] - 1))
+    return tuple(cps)
+
+
+def _prod(values: Iterable[int]) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
 
 
 class HashingReader:
@@ -242,6 +367,7 @@ def _bad_digest(response: requests.Response) -> bool:
 
 
 _DONE = object()
+_PACK_START = object()  # the producer is done with loose files; pack batches follow
 
 
 class Uploader:
@@ -261,6 +387,13 @@ class Uploader:
         self._stop = threading.Event()
         self._counter_lock = threading.Lock()
         self._entries: list[LocalFile] = []
+        # Pack mode: the shard layouts of the local arrays, and bounded look-ahead for builds.
+        self._layouts: list[Any] = []
+        self._pack_slots = threading.Semaphore(PACK_BATCHES_AHEAD + 1)
+        self._pack_batch: PackBatch | None = None
+        self._scratch: Path | None = None
+        # Called with each shard once built, before its batch starts (tests corrupt members).
+        self.after_build: Callable[[PreparedShard], None] | None = None
 
     @property
     def zarr_id(self) -> str:
@@ -307,12 +440,18 @@ class Uploader:
                     f"{len(remote_only):,} files on the server are absent locally and are kept "
                     "(--sync deletes them)"
                 )
+        if self.options.pack:
+            self._layouts = self._plan_layouts(
+                [path for path, _ in local], info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
+            )
         self.result.add_time("scan", scan_started)
         self.progress.start(self.result.local_files, self.result.local_bytes)
         try:
-            self._pipeline([path for path, _ in local], remote, info.batch_limit)
+            self._pipeline([path for path, _ in local], remote, info)
         finally:
             self.progress.close()
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
         verify_started = time.perf_counter()
         self._verify(remote if not self.options.sync else {}, local_paths)
         self.result.add_time("verify", verify_started)
@@ -337,8 +476,11 @@ class Uploader:
             found = self.client.find_archive(options.dandiset, name)
             if found is None:
                 try:
-                    found = self.client.create_archive(options.dandiset, name)
-                    self.progress.message(f"created zarr archive {found.zarr_id} ({name})")
+                    found = self.client.create_archive(
+                        options.dandiset, name, layout="sharded" if options.pack else None
+                    )
+                    layout = ", sharded" if options.pack else ""
+                    self.progress.message(f"created zarr archive {found.zarr_id} ({name}{layout})")
                 except ApiError as error:
                     # Someone created it between our look-up and our POST.
                     found = self.client.find_archive(options.dandiset, name)
@@ -367,6 +509,8 @@ class Uploader:
             if response is not None and response.status_code != 200:
                 self.progress.message("  its files are not all there; cancelling it")
                 self.client.cancel_batch(self.zarr_id)
+            elif response is not None:
+                self._wait_for_leftover_pack(response)
             self.journal.clear()
             return
         if self.options.cancel_open_batch:
@@ -382,6 +526,26 @@ class Uploader:
             method="GET",
             url=self.client.url(f"/api/zarr/{self.zarr_id}/upload/"),
         )
+
+    def _wait_for_leftover_pack(self, response: requests.Response) -> None:
+        """A pack batch completed on resume is applied by the server's worker: wait for it,
+        so the listing that follows includes its files (a failed one is simply redone)."""
+        body = response.json() if response.content else {}
+        batch_id = body.get("batch") if isinstance(body, dict) else None
+        if not isinstance(batch_id, int):
+            return
+        with contextlib.suppress(NotFound):
+            batch = self.client.wait_for_batch(
+                self.zarr_id,
+                batch_id,
+                timeout=self.options.checksum_timeout,
+                progress=self.progress,
+            )
+            if batch.get("state") == "failed":
+                self.progress.message(
+                    f"  the server refused that batch ({batch.get('error')}); its files are "
+                    "sent again"
+                )
 
     def _verify(self, remote: dict[str, RemoteFile], local_paths: set[str]) -> None:
         entries = [(e.path, e.size, e.md5) for e in self._entries]
@@ -399,11 +563,11 @@ class Uploader:
 
     # --- hashing and batching ----------------------------------------------------------------
 
-    def _pipeline(self, paths: list[str], remote: dict[str, RemoteFile], batch_limit: int) -> None:
+    def _pipeline(self, paths: list[str], remote: dict[str, RemoteFile], info: Any) -> None:
         batches: queue.Queue[Any] = queue.Queue(maxsize=4)
         producer = threading.Thread(
             target=self._produce,
-            args=(paths, remote, batch_limit, batches),
+            args=(paths, remote, info, batches),
             name="dandizarr-hash",
             daemon=True,
         )
@@ -418,7 +582,14 @@ class Uploader:
                     if isinstance(item, ClientError):
                         raise item
                     raise ClientError(f"reading the local files failed: {item}") from item
-                self._upload_batch(item, pool)
+                if isinstance(item, PackBatch):
+                    try:
+                        self._upload_pack_batch(item, pool)
+                    finally:
+                        item.discard()
+                        self._pack_slots.release()
+                else:
+                    self._upload_batch(item, pool)
         except BaseException:
             self._abort.set()
             pool.shutdown(wait=True, cancel_futures=True)
@@ -431,15 +602,24 @@ class Uploader:
             self._stop.set()
             pool.shutdown(wait=True)
             producer.join(timeout=5)
+            while True:  # shards built ahead and never sent
+                try:
+                    left = batches.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(left, PackBatch):
+                    left.discard()
 
     def _produce(
         self,
         paths: list[str],
         remote: dict[str, RemoteFile],
-        batch_limit: int,
+        info: Any,
         out: queue.Queue[Any],
     ) -> None:
         from checksums.local import md5_files
+
+        batch_limit: int = info.batch_limit
 
         def put(item: Any) -> bool:
             while not self._stop.is_set():
@@ -452,9 +632,25 @@ class Uploader:
 
         jobs = self.options.hash_jobs or min(8, os.cpu_count() or 1)
         hashed = md5_files(self.root, paths, jobs=jobs)
+        is_chunk = self._chunk_test()
+        held: list[LocalFile] = []  # chunk files, packed once hashing is done
         try:
             batch: list[LocalFile] = []
             batch_bytes = 0
+
+            def add_loose(entry: LocalFile) -> bool:
+                nonlocal batch, batch_bytes
+                if batch and (
+                    len(batch) >= batch_limit
+                    or batch_bytes + entry.size > self.options.max_batch_bytes
+                ):
+                    if not put(batch):
+                        return False
+                    batch, batch_bytes = [], 0
+                batch.append(entry)
+                batch_bytes += entry.size
+                return True
+
             for path, size, md5 in hashed:
                 if self._stop.is_set():
                     return
@@ -466,15 +662,23 @@ class Uploader:
                     self.result.skipped_bytes += entry.size
                     self.progress.advance(1, entry.size)
                     continue
-                if batch and (
-                    len(batch) >= batch_limit
-                    or batch_bytes + entry.size > self.options.max_batch_bytes
-                ):
-                    if not put(batch):
+                if is_chunk(entry.path):
+                    held.append(entry)
+                elif not add_loose(entry):
+                    return
+            if held:
+                from sharding.packing import plan_shards
+
+                plans, loose = plan_shards(self._layouts, [e.path for e in held])
+                by_path = {e.path: e for e in held}
+                for path in loose:
+                    if not add_loose(by_path[path]):
                         return
-                    batch, batch_bytes = [], 0
-                batch.append(entry)
-                batch_bytes += entry.size
+                if batch and not put(batch):
+                    return
+                batch = []
+                if not self._produce_packs(plans, by_path, info, put):
+                    return
             if batch and not put(batch):
                 return
             put(_DONE)
@@ -484,6 +688,332 @@ class Uploader:
             close = getattr(hashed, "close", None)
             if close is not None:
                 close()
+
+    # --- packing (docs/sharded.md) ------------------------------------------------------------
+
+    def _plan_layouts(self, paths: Sequence[str], member_limit: int) -> list[Any]:
+        """The shard layout of every array found in the local metadata files."""
+        from sharding.packing import (
+            METADATA_NAMES,
+            PackingError,
+            ShardLayout,
+            default_chunks_per_shard,
+            find_grids,
+        )
+
+        metadata = {}
+        for path in paths:
+            if path.rpartition("/")[2] in METADATA_NAMES:
+                try:
+                    metadata[path] = (self.root / path).read_bytes()
+                except OSError as error:
+                    raise ClientError(f"cannot read {path}: {error}") from error
+        try:
+            grids = find_grids(metadata)
+        except PackingError as error:
+            raise ClientError(f"cannot pack: {error}") from None
+        layouts = []
+        for grid in grids:
+            cps = (
+                default_chunks_per_shard(grid, self.options.shard_target_bytes)
+                if self.options.shard_target_bytes
+                else default_chunks_per_shard(grid)
+            )
+            layouts.append(ShardLayout(grid, fit_chunks_per_shard(cps, member_limit)))
+        if not layouts:
+            self.progress.message("no zarr arrays found: every file is uploaded loose")
+        else:
+            self._scratch = Path(tempfile.mkdtemp(prefix="dandizarr-shards-"))
+        return layouts
+
+    def _chunk_test(self) -> Callable[[str], bool]:
+        """Whether a path is a chunk file of one of the arrays (so it goes into a shard)."""
+        by_dir: dict[str, list[Any]] = {}
+        for layout in self._layouts:
+            by_dir.setdefault(layout.grid.array_path, []).append(layout)
+        if not by_dir:
+            return lambda path: False
+
+        def is_chunk(path: str) -> bool:
+            parts = path.split("/")
+            for i in range(len(parts)):
+                for layout in by_dir.get("/".join(parts[:i]), ()):
+                    if layout.grid.chunk_coords(path) is not None:
+                        return True
+            return False
+
+        return is_chunk
+
+    def _produce_packs(
+        self,
+        plans: Sequence[Any],
+        by_path: dict[str, LocalFile],
+        info: Any,
+        put: Callable[[Any], bool],
+    ) -> bool:
+        """Build the shards, batch by batch (bounded look-ahead), and queue the batches."""
+        shard_limit: int = info.batch_limit
+        member_limit: int = info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
+        groups: list[list[Any]] = []
+        members = nbytes = 0
+        for plan in plans:
+            size = sum(by_path[m.path].size for m in plan.members)
+            size += 16 * plan.layout.slots() + 4
+            if groups and (
+                len(groups[-1]) < shard_limit
+                and members + len(plan.members) <= member_limit
+                and nbytes + size <= self.options.max_batch_bytes
+            ):
+                groups[-1].append(plan)
+                members += len(plan.members)
+                nbytes += size
+            else:
+                groups.append([plan])
+                members, nbytes = len(plan.members), size
+        workers = max(1, min(self.client.jobs, os.cpu_count() or 1, 16))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dandizarr-pack") as pool:
+            for group in groups:
+                while not self._pack_slots.acquire(timeout=0.2):
+                    if self._stop.is_set():
+                        return False
+                if self._stop.is_set():
+                    return False
+                built = [
+                    shard
+                    for shard in pool.map(lambda plan: self._build_shard(plan, by_path), group)
+                    if shard is not None
+                ]
+                if not built:
+                    self._pack_slots.release()
+                    continue
+                if not put(PackBatch(built)):
+                    for shard in built:
+                        shard.discard()
+                    return False
+        return True
+
+    def _build_shard(self, plan: Any, by_path: dict[str, LocalFile]) -> PreparedShard | None:
+        """Build one shard from the member files on disk; a file that no longer has the md5 it
+        was hashed with is left out and reported (as a loose upload does)."""
+        from sharding.packing import build_shard
+
+        if self._stop.is_set():
+            return None
+        entries = [by_path[m.path] for m in plan.members]
+        slots = {m.path: m.slot for m in plan.members}
+        included: list[LocalFile] = []
+
+        def members() -> Iterator[tuple[str, int | None, bytes]]:
+            for entry in entries:
+                try:
+                    data = (self.root / entry.path).read_bytes()
+                except FileNotFoundError:
+                    self._report_changed(entry, "deleted")
+                    continue
+                if len(data) != entry.size or hashlib.md5(data).hexdigest() != entry.md5:
+                    self._report_changed(entry, "content differs from its hash")
+                    continue
+                included.append(entry)
+                yield entry.path, slots[entry.path], data
+
+        estimate = sum(e.size for e in entries) + 16 * plan.layout.slots() + 4
+        cps = plan.layout.chunks_per_shard
+        if estimate <= STREAM_THRESHOLD or self._scratch is None:
+            sink = io.BytesIO()
+            built = build_shard(cps, members(), sink)
+            shard = PreparedShard(
+                plan.name, built.size, built.md5, built.members, (), data=sink.getvalue()
+            )
+        else:
+            target = self._scratch / f"{hashlib.sha1(plan.name.encode()).hexdigest()}.shard"
+            with target.open("wb") as file:
+                built = build_shard(cps, members(), file)
+            shard = PreparedShard(plan.name, built.size, built.md5, built.members, (), file=target)
+        shard.entries = tuple(included)
+        if not included:
+            shard.discard()
+            return None
+        if self.after_build is not None:
+            self.after_build(shard)
+        return shard
+
+    def _report_changed(self, entry: LocalFile, why: str) -> None:
+        with self._counter_lock:
+            self.result.changed_files.append(entry.path)
+        self.progress.message(f"{entry.path} changed on disk after it was hashed ({why}); not sent")
+
+    def _upload_pack_batch(self, batch: PackBatch, pool: ThreadPoolExecutor) -> None:
+        shards = batch.shards
+        restarts = 0
+        while True:
+            started = time.perf_counter()
+            batch_id, urls = self._start_pack(shards)
+            self.result.add_time("start", started)
+            started = time.perf_counter()
+            outcomes = list(pool.map(self._put_shard, shards, urls))
+            self.result.add_time("put", started)
+            expired = [o for o in outcomes if o.status is PutStatus.EXPIRED]
+            failed = [o for o in outcomes if o.status is PutStatus.FAILED]
+            if failed:
+                first = failed[0]
+                more = f" (and {len(failed) - 1} more shards)" if len(failed) > 1 else ""
+                raise ClientError(f"uploading shard {first.entry.name} failed: {first.error}{more}")
+            if expired:
+                self._cancel()
+                for outcome in outcomes:
+                    if outcome.status is PutStatus.OK:
+                        shard = outcome.entry
+                        self.progress.advance(-len(shard.entries), -shard.member_bytes)
+                restarts += 1
+                self.result.batch_restarts += 1
+                if restarts > MAX_BATCH_RESTARTS:
+                    raise ClientError(
+                        f"storage kept refusing the upload URLs of shard {expired[0].entry.name} "
+                        f"and {len(expired) - 1} more: {expired[0].error}"
+                    )
+                self.progress.message(
+                    f"{len(expired)} upload URLs were refused ({expired[0].error}); "
+                    "starting the pack batch again with fresh ones"
+                )
+                continue
+            started = time.perf_counter()
+            batch_id = self._complete_pack(shards, urls, batch_id)
+            self.result.add_time("complete", started)
+            started = time.perf_counter()
+            state = self.client.wait_for_batch(
+                self.zarr_id,
+                batch_id,
+                timeout=self.options.checksum_timeout,
+                progress=self.progress,
+            )
+            self.result.add_time("apply", started)
+            if state.get("state") != "applied":
+                error = state.get("error") or f"the batch is {state.get('state')}"
+                raise ClientError(
+                    f"the server refused pack batch {batch_id} of zarr archive {self.zarr_id}: "
+                    f"{error}"
+                )
+            files = sum(len(s.entries) for s in shards)
+            nbytes = sum(s.member_bytes for s in shards)
+            self.result.batches += 1
+            self.result.pack_batches += 1
+            self.result.shards += len(shards)
+            self.result.uploaded_files += files
+            self.result.uploaded_bytes += nbytes
+            self.result.packed_files += files
+            self.result.packed_bytes += nbytes
+            return
+
+    def _start_pack(self, shards: Sequence[PreparedShard]) -> tuple[int, list[str]]:
+        assert self.journal is not None
+        body = [s.request_json() for s in shards]
+        self.journal.record(sum(len(s.members) for s in shards))
+        retries_before = self.client.retries.count
+        try:
+            batch_id, urls = self.client.start_pack_batch(self.zarr_id, body)
+        except BatchConflict:
+            if self.client.retries.count == retries_before:
+                self.journal.clear()
+                raise BatchConflict(
+                    f"another upload batch was opened on zarr archive {self.zarr_id} while this "
+                    "upload was running; another client is uploading to it",
+                    status=409,
+                    method="POST",
+                    url=self.client.url(f"/api/zarr/{self.zarr_id}/upload/"),
+                ) from None
+            self.client.cancel_batch(self.zarr_id)
+            batch_id, urls = self.client.start_pack_batch(self.zarr_id, body)
+        except ApiError as error:
+            self.journal.clear()
+            named = error.body.get("paths") if isinstance(error.body, dict) else None
+            if named:
+                shown = ", ".join(map(str, named[:5])) + (" ..." if len(named) > 5 else "")
+                message = f"the server refused the pack batch: {error.detail}: {shown}"
+                raise ClientError(message) from None
+            raise
+        self._batch_open = True
+        self._batch_number += 1
+        self.progress.batch(self._batch_number, [m.path for s in shards for m in s.members])
+        return batch_id, urls
+
+    def _complete_pack(
+        self, shards: Sequence[PreparedShard], urls: Sequence[str], batch_id: int
+    ) -> int:
+        """Complete the pack batch (PUT again what storage lost, once); its id."""
+        assert self.journal is not None
+        for attempt in range(2):
+            try:
+                response = self.client.complete_batch(self.zarr_id)
+            except NotFound:
+                response = None  # completed by an earlier try whose answer was lost
+            if response is None or response.status_code == 200:
+                self._batch_open = False
+                self.journal.clear()
+                body = response.json() if response is not None and response.content else {}
+                answered = body.get("batch") if isinstance(body, dict) else None
+                return answered if isinstance(answered, int) else batch_id
+            body = response.json() if response.content else {}
+            missing = {_named(m) for m in body.get("missing", [])}
+            missing.update(_named(m) for m in body.get("mismatched", []))
+            if attempt == 1 or not missing:
+                raise ClientError(
+                    f"the server did not accept the pack batch: {body.get('detail', body)}"
+                    + (f" ({', '.join(sorted(missing)[:5])})" if missing else "")
+                )
+            again = [(s, u) for s, u in zip(shards, urls, strict=True) if s.name in missing]
+            outcomes = [self._put_shard(s, u, count=False) for s, u in again]
+            bad = [o for o in outcomes if o.status is not PutStatus.OK]
+            if bad:
+                raise ClientError(
+                    f"uploading shard {bad[0].entry.name} again failed: {bad[0].error}"
+                )
+        raise AssertionError("unreachable")
+
+    def _put_shard(self, shard: PreparedShard, url: str, *, count: bool = True) -> PutOutcome:
+        if self._abort.is_set():
+            return PutOutcome(shard, PutStatus.ABORTED)
+        opened: list[Any] = []
+
+        def body_factory() -> Any:
+            body = shard.body()
+            if not isinstance(body, bytes):
+                opened.append(body)
+            return body
+
+        headers = {
+            "Content-MD5": content_md5(shard.md5),
+            "Content-Type": "application/octet-stream",
+        }
+        try:
+            response = request_with_retry(
+                self.client.storage_session,
+                "PUT",
+                url,
+                self.client.retry,
+                counter=self.client.retries,
+                body_factory=body_factory,
+                headers=headers,
+                timeout=self.client.timeout,
+            )
+        except (TransientError, requests.RequestException, OSError) as error:
+            return PutOutcome(shard, PutStatus.FAILED, str(error))
+        finally:
+            for file in opened:
+                file.close()
+        with self._counter_lock:
+            self.result.put_requests += 1
+        if response.ok:
+            if count:
+                self.progress.advance(len(shard.entries), shard.member_bytes)
+            return PutOutcome(shard, PutStatus.OK)
+        text = response.text.strip().replace("\n", " ")[:200]
+        if _bad_digest(response):
+            return PutOutcome(
+                shard, PutStatus.FAILED, f"storage saw a different md5: HTTP {response.status_code}"
+            )
+        if _storage_refused(response):
+            return PutOutcome(shard, PutStatus.EXPIRED, f"HTTP {response.status_code}: {text}")
+        return PutOutcome(shard, PutStatus.FAILED, f"HTTP {response.status_code}: {text}")
 
     # --- one batch ---------------------------------------------------------------------------
 

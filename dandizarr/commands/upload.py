@@ -56,6 +56,23 @@ def positive_int(text: str) -> int:
     return value
 
 
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def byte_size(text: str) -> int:
+    """``65536``, ``64K``, ``64MiB``, ``1G``: a positive number of bytes (binary units)."""
+    value = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = value[-1:] if value[-1:] in ("k", "m", "g") else ""
+    number = value[: len(value) - len(unit)]
+    try:
+        size = int(number) * _SIZE_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r}") from None
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {text!r}")
+    return size
+
+
 def make_client(args: argparse.Namespace) -> DandizarrClient:
     from dandizarr.client import DandizarrClient
 
@@ -135,6 +152,18 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="how long to wait for the server's checksum (default: 600)",
     )
+    parser.add_argument(
+        "--pack",
+        action="store_true",
+        help="store the arrays' chunk files in shard objects (a new archive is created "
+        "sharded): far fewer storage objects and requests for many small chunks",
+    )
+    parser.add_argument(
+        "--shard-size",
+        type=byte_size,
+        metavar="BYTES",
+        help="with --pack, uncompressed chunk bytes per shard, e.g. 64M (default: 64 MiB)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_connection_arguments(parser)
     parser.set_defaults(func=run)
@@ -145,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.path} is not a directory")
     if not args.zarr_id and not args.dandiset:
         raise CommandError("give --dandiset (and optionally --name), or --zarr-id")
+    if args.shard_size and not args.pack:
+        raise CommandError("--shard-size needs --pack")
     progress = make_progress(args, "upload")
     with json_errors(args), client_errors(), make_client(args) as client:
         result = client.upload(
@@ -156,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
             cancel_open_batch=args.cancel_open_batch,
             hash_jobs=args.hash_jobs,
             checksum_timeout=args.checksum_timeout,
+            pack=args.pack,
+            shard_target_bytes=args.shard_size,
             progress=progress,
         )
     if args.json:

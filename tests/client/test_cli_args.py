@@ -65,3 +65,12 @@ def test_server_and_token_come_from_the_environment(monkeypatch: pytest.MonkeyPa
     assert (client.server, client.token) == ("http://env.example:1234", "env-token")
     client = make_client(parse("ls", "zid", "--server", "http://flag", "--token", "flag"))
     assert (client.server, client.token) == ("http://flag", "flag")
+
+
+def test_upload_pack_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse("upload", str(tmp_path), "--dandiset", "000001")
+    assert (args.pack, args.shard_size) == (False, None)
+    args = parse("upload", str(tmp_path), "--dandiset", "000001", "--pack", "--shard-size", "8M")
+    assert (args.pack, args.shard_size) == (True, 8 << 20)
+    assert main(["upload", str(tmp_path), "--dandiset", "000001", "--shard-size", "8M"]) == 1
+    assert "--shard-size needs --pack" in capsys.readouterr().err

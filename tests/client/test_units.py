@@ -106,3 +106,26 @@ def test_tqdm_progress_counts_files_and_bytes_including_take_backs() -> None:
     assert "a message" in text
     assert "upload files" in text and "3/3" in text
     assert "upload bytes" in text
+
+
+def test_shard_shapes_fit_the_pack_member_limit() -> None:
+    from dandizarr.client.upload import fit_chunks_per_shard
+
+    assert fit_chunks_per_shard((4, 64), 1000) == (4, 64)
+    assert fit_chunks_per_shard((16384,), 10_000) == (8192,)
+    assert fit_chunks_per_shard((8, 8, 64), 100) == (1, 1, 64)
+    assert fit_chunks_per_shard((3, 3), 1) == (1, 1)
+    assert fit_chunks_per_shard((), 5) == ()
+
+
+def test_shard_size_argument() -> None:
+    import argparse
+
+    from dandizarr.commands.upload import byte_size
+
+    assert [byte_size(t) for t in ("4096", "4K", "4KiB", "64M", "64mb", "1G")] == [
+        4096, 4096, 4096, 64 << 20, 64 << 20, 1 << 30,
+    ]  # fmt: skip
+    for bad in ("", "0", "-1K", "x", "4T"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            byte_size(bad)

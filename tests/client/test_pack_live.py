@@ -1,0 +1,245 @@
+"""``upload --pack`` (sharded archives, docs/sharded.md) against the live service: S3 on moto,
+PostgreSQL, Celery tasks inline. Arrays written by zarr-python, packed into shards by the
+client, verified by the server, read back through ``ArchiveStore``."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+from zarr.storage import LocalStore
+
+from dandizarr.client import ClientError
+from dandizarr.client.progress import NullProgress
+from dandizarr.client.store import ArchiveStore
+from dandizarr.client.upload import PreparedShard, Uploader, UploadOptions
+from tests.client.conftest import Service
+
+PROTO = default_buffer_prototype()
+V2_DATA = (np.arange(600, dtype="uint16") * 7) % 1000
+V3_CHUNKS = 4000
+V3_DATA = np.arange(V3_CHUNKS * 4, dtype="int32") * -3
+
+
+def local_files(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def write_v2(root: Path) -> dict[str, bytes]:
+    """A v2 group: 60 raw chunks of 20 bytes of one array, plus metadata."""
+    group = zarr.open_group(LocalStore(root), mode="w", zarr_format=2)
+    group.attrs["title"] = "packed v2"
+    array = group.create_array("x", shape=(600,), chunks=(10,), dtype="uint16", compressors=None)
+    array[:] = V2_DATA
+    return local_files(root)
+
+
+def write_v3(root: Path) -> dict[str, bytes]:
+    """A v3 array of 4000 chunks of 16 bytes (c/0 .. c/3999)."""
+    array = zarr.create_array(
+        LocalStore(root), shape=(V3_CHUNKS * 4,), chunks=(4,), dtype="int32", compressors=None
+    )
+    array[:] = V3_DATA
+    return local_files(root)
+
+
+def read(store: ArchiveStore, key: str, byte_range: ByteRequest | None = None) -> bytes:
+    buffer = sync(store.get(key, PROTO, byte_range))
+    assert buffer is not None
+    return buffer.to_bytes()
+
+
+def cli_checksum(service: Service, root: Path) -> str:
+    done = service.cli("checksum", str(root))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def uploader(service: Service, root: Path, **options: Any) -> Uploader:
+    client = service.client()
+    return Uploader(
+        client, root, UploadOptions(dandiset=service.dandiset, **options), NullProgress()
+    )
+
+
+@pytest.fixture
+def stores() -> Iterator[list[ArchiveStore]]:
+    """Stores closed when the test ends (a pooled connection keeps a live-server thread)."""
+    opened: list[ArchiveStore] = []
+    yield opened
+    for store in opened:
+        store.close()
+
+
+def test_pack_v2_equals_loose_upload_and_reads_back(
+    service: Service, tmp_path: Path, stores: list[ArchiveStore]
+) -> None:
+    root = tmp_path / "v2.zarr"
+    files = write_v2(root)
+    chunk_paths = [p for p in files if p.startswith("x/") and not p.startswith("x/.z")]
+    assert len(chunk_paths) == 60
+
+    # 100 bytes per shard: 5 chunks of 20 bytes each, 12 shards, 2 pack batches of <= 7.
+    packed = uploader(service, root, pack=True, shard_target_bytes=100).run()
+    assert packed.ok, packed.to_json()
+    assert (packed.uploaded_files, packed.packed_files, packed.shards) == (len(files), 60, 12)
+    assert packed.pack_batches == 2
+    assert packed.put_requests == len(files) - 60 + 12
+    with service.client() as client:
+        loose = client.upload(root, dandiset=service.dandiset, name="v2-loose")
+    assert loose.ok
+
+    local = cli_checksum(service, root)
+    assert packed.server_checksum == loose.server_checksum == local
+    assert service.remote_files(packed.zarr_id) == service.remote_files(loose.zarr_id)
+    archive = service.archive(packed.zarr_id)
+    assert (archive["layout"], archive["shard_count"], archive["checksum"]) == (
+        "sharded",
+        12,
+        local,
+    )
+    assert service.archive(loose.zarr_id)["layout"] == "loose"
+
+    # Storage: 12 shard objects; no loose chunk objects.
+    keys = service.bucket_keys()
+    shard_keys = [k for k in keys if k.startswith(f"zarr_shards/{packed.zarr_id}/")]
+    assert len(shard_keys) == 12
+    loose_keys = [k for k in keys if k.startswith(f"zarr/{packed.zarr_id}/")]
+    assert not [k for k in loose_keys if k.removeprefix(f"zarr/{packed.zarr_id}/") in chunk_paths]
+
+    # A packed file's entry points into its shard; ?download=true streams its bytes.
+    entry = service.api("GET", f"/api/zarr/{packed.zarr_id}/files/x/3").json()
+    assert entry["shard"]["length"] == len(files["x/3"])
+    assert service.api("GET", f"/api/zarr/{packed.zarr_id}/files/x/.zarray").json().get(
+        "shard"
+    ) in (None, {})
+    streamed = service.api("GET", f"/api/zarr/{packed.zarr_id}/files/x/3?download=true")
+    assert streamed.status_code == 200 and streamed.content == files["x/3"]
+
+    store = ArchiveStore(service.url, packed.zarr_id)
+    stores.append(store)
+    group = zarr.open_group(store=store, mode="r")
+    x = group["x"]
+    assert isinstance(x, zarr.Array)
+    np.testing.assert_array_equal(x[:], V2_DATA)
+    assert group.attrs["title"] == "packed v2"
+
+    # Whole and partial reads of one member: one storage request each once its entry is cached.
+    chunk = files["x/7"]
+    assert read(store, "x/7") == chunk
+    before = store.storage_requests
+    for request, expected in [
+        (None, chunk),
+        (RangeByteRequest(3, 11), chunk[3:11]),
+        (OffsetByteRequest(15), chunk[15:]),
+        (SuffixByteRequest(6), chunk[-6:]),
+        (SuffixByteRequest(1000), chunk),
+        (RangeByteRequest(18, 500), chunk[18:]),
+    ]:
+        assert read(store, "x/7", request) == expected, request
+    assert store.storage_requests - before == 6
+    assert sync(store.get("x/9999", PROTO)) is None
+
+
+def test_pack_v3_many_chunks_with_the_cli(
+    service: Service, tmp_path: Path, stores: list[ArchiveStore]
+) -> None:
+    root = tmp_path / "v3.zarr"
+    files = write_v3(root)
+    assert len(files) == V3_CHUNKS + 1
+    # 16-byte chunks, 4 KiB shards: 256 chunks per shard, 16 shards, 3 pack batches of <= 7.
+    status, result = service.cli_json(
+        "upload", str(root), "--dandiset", service.dandiset, "--pack", "--shard-size", "4K"
+    )
+    assert status == 0 and result["ok"], result
+    assert (result["packed_files"], result["shards"], result["pack_batches"]) == (V3_CHUNKS, 16, 3)
+    assert result["server_checksum"] == cli_checksum(service, root)
+    remote = service.remote_files(result["zarr_id"])
+    assert remote == {p: (len(b), hashlib.md5(b).hexdigest()) for p, b in files.items()}
+
+    store = ArchiveStore(service.url, result["zarr_id"])
+    stores.append(store)
+    array = zarr.open_array(store=store, mode="r")
+    np.testing.assert_array_equal(array[:], V3_DATA)
+    # A random read of one chunk with its entry cached: one storage request.
+    before = store.storage_requests
+    np.testing.assert_array_equal(array[4000:4004], V3_DATA[4000:4004])
+    assert store.storage_requests - before == 1
+
+    # Again: nothing left to send.
+    status, again = service.cli_json("upload", str(root), "--zarr-id", result["zarr_id"], "--pack")
+    assert status == 0 and again["ok"]
+    assert (again["uploaded_files"], again["skipped_files"]) == (0, len(files))
+
+
+def test_corrupted_member_fails_the_pack_batch_naming_it(service: Service, tmp_path: Path) -> None:
+    root = tmp_path / "bad.zarr"
+    write_v2(root)
+    up = uploader(service, root, pack=True, shard_target_bytes=100)
+    victims: list[str] = []
+
+    def corrupt(shard: PreparedShard) -> None:
+        if victims:
+            return
+        member = shard.members[2]
+        data = bytearray(shard.read())
+        data[member.offset] ^= 0xFF  # the declared md5 stays the original's
+        shard.write(bytes(data))
+        victims.append(member.path)
+
+    up.after_build = corrupt
+    with pytest.raises(ClientError) as raised:
+        up.run()
+    assert victims and victims[0] in str(raised.value)
+    zarr_id = up.zarr_id
+    assert service.api("GET", f"/api/zarr/{zarr_id}/upload/").status_code == 404
+    # Nothing of the failed batch became part of the archive.
+    held = service.remote_files(zarr_id)
+    assert victims[0] not in held
+    assert not [p for p in held if p.startswith("x/") and not p.startswith("x/.z")]
+
+    # The same tree, uncorrupted, packs fine into that archive afterwards.
+    again = uploader(service, root, pack=True, shard_target_bytes=100, zarr_id=zarr_id).run()
+    assert again.ok and again.packed_files == 60
+
+
+def test_interrupted_pack_upload_resumes(service: Service, tmp_path: Path) -> None:
+    root = tmp_path / "resume.zarr"
+    files = write_v3(root)
+    # 64-byte shards: 4 chunks each, 1000 shards, pack batches of 7.
+    first = uploader(service, root, pack=True, shard_target_bytes=64)
+    built = 0
+
+    def interrupt(shard: PreparedShard) -> None:
+        nonlocal built
+        built += 1
+        if built > 7 * 3:  # the fourth pack batch never gets built
+            raise KeyboardInterrupt
+
+    first.after_build = interrupt
+    with pytest.raises(ClientError):
+        first.run()
+    zarr_id = first.zarr_id
+    held = service.remote_files(zarr_id)
+    assert len(held) == 1 + 3 * 7 * 4  # zarr.json, then three pack batches of 7 shards of 4
+    assert service.api("GET", f"/api/zarr/{zarr_id}/upload/").status_code == 404
+
+    # Resume, with bigger shards: what the server holds is not packed again.
+    second = uploader(service, root, pack=True, shard_target_bytes=4096, zarr_id=zarr_id).run()
+    assert second.ok, second.to_json()
+    assert second.skipped_files == len(held)
+    assert second.uploaded_files == second.packed_files == len(files) - len(held)
+    assert second.server_checksum == cli_checksum(service, root)
+    assert len(service.remote_files(zarr_id)) == len(files)
