@@ -64,7 +64,7 @@ class Worker:
             cwd=ROOT,
             env=self.env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=open(os.environ.get("DANDIZARR_TEST_WORKER_LOG", os.devnull), "ab"),  # noqa: SIM115
         )
 
     def kill(self) -> None:
@@ -184,3 +184,105 @@ def test_worker_killed_mid_update_is_finished_by_redelivery(
     archive.refresh_from_db()
     assert archive.file_count == 500
     assert_tree_matches_storage(zarr_id)
+
+
+def _chunked_array(n: int) -> dict[str, bytes]:
+    """A zarr v2 array of n x n chunks of 16 bytes."""
+    zarray = (
+        f'{{"zarr_format": 2, "shape": [{4 * n}, {4 * n}], "chunks": [4, 4], "dtype": "|u1", '
+        '"compressor": null, "fill_value": 0, "filters": null, "order": "C"}'
+    ).encode()
+    files = {"arr/.zarray": zarray}
+    for i in range(n):
+        for j in range(n):
+            files[f"arr/{i}.{j}"] = bytes((i * 31 + j * 7 + k) % 256 for k in range(16))
+    return files
+
+
+def test_worker_verifies_and_applies_a_pack_batch(
+    owner: Actor, dandiset: str, worker_env: dict[str, str]
+) -> None:
+    from tests.zarr_api.test_sharded import (
+        array_files,
+        build_shards,
+        create_archive,
+        pack_upload,
+        read_file,
+    )
+
+    files = array_files()
+    zarr_id = create_archive(owner, dandiset, "s.zarr")
+    declarations, bodies, loose = build_shards(files)
+    assert upload(owner.client, zarr_id, {p: files[p] for p in loose}).status_code == 200
+    complete = pack_upload(owner, zarr_id, declarations, bodies)
+    assert complete.status_code == 200, complete.content
+    batch_url = f"/api/zarr/{zarr_id}/batches/{complete.json()['batch']}/"
+    assert owner.client.get(batch_url).json()["state"] == "pending"
+    worker = Worker(worker_env)
+    worker.start()
+    try:
+        wait_for(lambda: not pending(zarr_id), 60, "the worker never applied the pack batch")
+    finally:
+        worker.stop()
+    assert owner.client.get(batch_url).json()["state"] == "applied"
+    assert owner.client.get(f"/api/zarr/{zarr_id}/").json()["file_count"] == len(files)
+    assert read_file(owner, zarr_id, "arr/8.1") == files["arr/8.1"]
+    assert_tree_matches_storage(zarr_id)
+
+
+def test_pack_killed_mid_way_loses_nothing_and_a_rerun_finishes(
+    owner: Actor, zarr_id: str, worker_env: dict[str, str], settings: Any
+) -> None:
+    from tests.zarr_api.test_sharded import read_file
+    from zarr_api import services
+    from zarr_api.models import ShardMember
+
+    settings.DANDIZARR_BATCH_LIMIT = 500
+    files = _chunked_array(20)  # 400 chunks
+    assert upload(owner.client, zarr_id, files).status_code == 200
+    env = {**worker_env, "DANDIZARR_SHARD_TARGET_BYTES": str(4 * 16)}  # 4 chunks per shard
+    worker = Worker(env)
+    worker.start()
+    try:
+        wait_for(lambda: not pending(zarr_id), 60, "the upload was never applied")
+        before = owner.client.get(f"/api/zarr/{zarr_id}/").json()
+        assert owner.client.post(f"/api/zarr/{zarr_id}/pack/").status_code == 202
+        wait_for(
+            lambda: ShardMember.objects.filter(archive__zarr_id=zarr_id).count() >= 40,
+            60,
+            "the worker never started packing",
+        )
+        worker.kill()
+        archive = ZarrArchive.objects.get(zarr_id=zarr_id)
+        packed = ShardMember.objects.filter(archive=archive).count()
+        assert archive.packing and 0 < packed < 400, f"{packed} packed: nothing was tested"
+        # Half-way: every file still reads right, from its shard or its loose object.
+        for path in ["arr/0.0", "arr/0.1", "arr/10.10", "arr/19.19", "arr/.zarray"]:
+            assert read_file(owner, zarr_id, path) == files[path], path
+        assert owner.client.get(f"/api/zarr/{zarr_id}/").json()["checksum"] == before["checksum"]
+        # A new worker gets the unacknowledged pack task (restored at its start once the
+        # visibility timeout has passed) and finishes the job.
+        time.sleep(4)
+        worker.start()
+        wait_for(
+            lambda: not ZarrArchive.objects.get(zarr_id=zarr_id).packing,
+            90,
+            "the killed pack was never finished",
+        )
+    finally:
+        worker.stop()
+    after = owner.client.get(f"/api/zarr/{zarr_id}/").json()
+    assert (after["checksum"], after["file_count"]) == (before["checksum"], before["file_count"])
+    assert ShardMember.objects.filter(archive__zarr_id=zarr_id).count() == 400
+    assert sorted(get_store().list(f"zarr/{zarr_id}/"), key=lambda i: i.key)[0].key.endswith(
+        ".zarray"
+    )
+    assert len(list(get_store().list(f"zarr/{zarr_id}/"))) == 1
+    assert_tree_matches_storage(zarr_id)
+    for path in ["arr/0.0", "arr/7.13", "arr/19.19"]:
+        assert read_file(owner, zarr_id, path) == files[path], path
+    # At most the shard being written at the kill is left over: the audit removes it.
+    report = services.archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
+    assert report.checksum_after == before["checksum"]
+    assert not report.corrupted_members and not report.directories_rewritten
+    assert len(report.orphan_shards_deleted) <= 1
