@@ -591,6 +591,11 @@ def archive_pack_run(archive_pk: int) -> PackReport:
     return report
 
 
+def pack_abandon(archive_pk: int, error: Exception) -> None:
+    ZarrArchive.objects.filter(pk=archive_pk).update(packing=False)
+    logger.error("archive %s: packing abandoned after retries: %s", archive_pk, error)
+
+
 def _get_or_none(store: Any) -> Any:
     def get(key: str) -> bytes | None:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from dandizarr.celery import app
 from zarr_api import services, shards
@@ -38,17 +39,18 @@ def resume_pending_propagation() -> int:
     return len(archive_pks)
 
 
-@app.task(
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(Exception,),
-    retry_backoff=True,
-    retry_backoff_max=300,
-    max_retries=10,
-)
-def pack_archive(archive_pk: int) -> int:
+@app.task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=10)
+def pack_archive(self: Any, archive_pk: int) -> int:
     """Convert a loose archive's chunk files into shards; a rerun continues where it stopped."""
-    return shards.archive_pack_run(archive_pk).files_packed
+    try:
+        return shards.archive_pack_run(archive_pk).files_packed
+    except Exception as error:
+        if self.request.retries >= self.max_retries:
+            # Give the archive back to its users; what was packed stays packed, and another
+            # POST pack/ continues from there.
+            shards.pack_abandon(archive_pk, error)
+            raise
+        raise self.retry(exc=error, countdown=min(300, 2**self.request.retries)) from error
 
 
 @app.task(
