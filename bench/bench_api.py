@@ -117,7 +117,8 @@ def _run(layout: str, paths: list[str], new_paths: list[list[str]]) -> None:
         f"over {len(times)} batches"
     )
     print(
-        f"{layout}: storage requests per batch: {BATCH} verification HEADs, "
+        f"{layout}: storage requests per batch: {BATCH} verification HEADs (local disk; on S3 "
+        "one listing request per 1000 files), "
         f"{reads} .checksum reads, {writes} .checksum writes "
         f"({affected} affected directories, {directories} holding the batch's files)"
     )
