@@ -165,14 +165,15 @@ def read_chunks(service: Service, zarr_id: str, root: Path, keys: list[str]) -> 
 
     store._storage.hooks["response"].append(counter("storage"))
     store._api.hooks["response"].append(counter("api"))
-    limit = asyncio.Semaphore(JOBS)
-
-    async def one(key: str) -> None:
-        async with limit:
-            buffer = await store.get(key, prototype)
-        assert buffer is not None and buffer.to_bytes() == (root / key).read_bytes(), key
 
     async def all_of_them() -> None:
+        limit = asyncio.Semaphore(JOBS)  # JOBS reads at a time, as zarr-python would
+
+        async def one(key: str) -> None:
+            async with limit:
+                buffer = await store.get(key, prototype)
+            assert buffer is not None and buffer.to_bytes() == (root / key).read_bytes(), key
+
         await asyncio.gather(*(one(key) for key in keys))
 
     figures = []

@@ -251,7 +251,8 @@ class ArchiveStore(Store):
     async def _open(self) -> None:
         """Check that the archive exists (one request), so a wrong id is not an empty store."""
         await asyncio.to_thread(self._check_archive)
-        await super()._open()
+        if not self._is_open:  # concurrent first calls (asyncio.gather of gets) each open it
+            await super()._open()
 
     # --- listings and entries ----------------------------------------------------------------
 

@@ -220,6 +220,13 @@ class PutOutcome:
     error: str = ""
 
 
+def _raise_unless_open_batch(error: BatchConflict) -> None:
+    """A 409 for another reason than an open batch (a loose archive refusing shards, a
+    conversion into shards running) is told as the server says it."""
+    if "batch" not in error.detail:
+        raise ClientError(f"the server refused the batch: {error.detail}") from None
+
+
 def _named(item: Any) -> str:
     """A shard named in a 400 of complete: a name, or ``{"name"|"path", ...}``."""
     if isinstance(item, dict):
@@ -242,6 +249,7 @@ class PreparedShard:
     entries: tuple[LocalFile, ...]  # the member files, as hashed
     data: bytes | None = None
     file: Path | None = None
+    chunks_per_shard: tuple[int, ...] | None = None  # the shape of the shard's index
 
     @property
     def member_bytes(self) -> int:
@@ -275,10 +283,11 @@ class PreparedShard:
                 self.file.unlink()
 
     def request_json(self) -> dict[str, Any]:
+        declared: dict[str, Any] = {"name": self.name, "etag": self.md5, "size": self.size}
+        if self.chunks_per_shard is not None:
+            declared["chunks_per_shard"] = list(self.chunks_per_shard)
         return {
-            "name": self.name,
-            "etag": self.md5,
-            "size": self.size,
+            **declared,
             "members": [
                 {
                     "path": m.path,
@@ -491,6 +500,12 @@ class Uploader:
             raise ClientError(
                 f"zarr archive {archive.zarr_id} is frozen (a version of its dandiset was "
                 "published); it cannot be changed"
+            )
+        if options.pack and archive.layout != "sharded":
+            raise ClientError(
+                f"zarr archive {archive.zarr_id} is {archive.layout}: --pack needs a sharded "
+                "archive (one created by an upload with --pack, or converted with POST pack/); "
+                "upload without --pack, or into a new archive"
             )
         return archive
 
@@ -830,6 +845,7 @@ class Uploader:
                 built = build_shard(cps, members(), file)
             shard = PreparedShard(plan.name, built.size, built.md5, built.members, (), file=target)
         shard.entries = tuple(included)
+        shard.chunks_per_shard = tuple(cps)
         if not included:
             shard.discard()
             return None
@@ -911,9 +927,10 @@ class Uploader:
         retries_before = self.client.retries.count
         try:
             batch_id, urls = self.client.start_pack_batch(self.zarr_id, body)
-        except BatchConflict:
+        except BatchConflict as error:
             if self.client.retries.count == retries_before:
                 self.journal.clear()
+                _raise_unless_open_batch(error)
                 raise BatchConflict(
                     f"another upload batch was opened on zarr archive {self.zarr_id} while this "
                     "upload was running; another client is uploading to it",
@@ -1075,9 +1092,10 @@ class Uploader:
         retries_before = self.client.retries.count
         try:
             urls = self.client.start_batch(self.zarr_id, body)
-        except BatchConflict:
+        except BatchConflict as error:
             if self.client.retries.count == retries_before:
                 self.journal.clear()
+                _raise_unless_open_batch(error)
                 raise BatchConflict(
                     f"another upload batch was opened on zarr archive {self.zarr_id} while this "
                     "upload was running; another client is uploading to it",

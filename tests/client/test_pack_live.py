@@ -4,6 +4,7 @@ client, verified by the server, read back through ``ArchiveStore``."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,6 +104,9 @@ def test_pack_v2_equals_loose_upload_and_reads_back(
 
     local = cli_checksum(service, root)
     assert packed.server_checksum == loose.server_checksum == local
+    # Shards go only into sharded archives: said before anything is sent.
+    with pytest.raises(ClientError, match="needs a sharded archive"):
+        uploader(service, root, pack=True, zarr_id=loose.zarr_id).run()
     assert service.remote_files(packed.zarr_id) == service.remote_files(loose.zarr_id)
     archive = service.archive(packed.zarr_id)
     assert (archive["layout"], archive["shard_count"], archive["checksum"]) == (
@@ -152,6 +156,17 @@ def test_pack_v2_equals_loose_upload_and_reads_back(
     assert store.storage_requests - before == 6
     assert sync(store.get("x/9999", PROTO)) is None
 
+    # Concurrent first reads of a fresh store (it opens once; one GET per member).
+    fresh = ArchiveStore(service.url, packed.zarr_id)
+    stores.append(fresh)
+    keys = [f"x/{i}" for i in range(0, 60, 6)]
+
+    async def gather() -> list[Any]:
+        return list(await asyncio.gather(*(fresh.get(key, PROTO) for key in keys)))
+
+    assert [b.to_bytes() for b in asyncio.run(gather())] == [files[key] for key in keys]
+    assert fresh.storage_requests == len(keys)
+
 
 def test_pack_v3_many_chunks_with_the_cli(
     service: Service, tmp_path: Path, stores: list[ArchiveStore]
@@ -172,7 +187,10 @@ def test_pack_v3_many_chunks_with_the_cli(
     store = ArchiveStore(service.url, result["zarr_id"])
     stores.append(store)
     array = zarr.open_array(store=store, mode="r")
-    np.testing.assert_array_equal(array[:], V3_DATA)
+    assert array.shape == V3_DATA.shape
+    # Chunks from the first, a middle and the last shard (the v2 test reads a whole array).
+    for part in (slice(0, 1200), slice(7000, 8200), slice(15000, None)):
+        np.testing.assert_array_equal(array[part], V3_DATA[part])
     # A random read of one chunk with its entry cached: one storage request.
     before = store.storage_requests
     np.testing.assert_array_equal(array[4000:4004], V3_DATA[4000:4004])
@@ -243,3 +261,35 @@ def test_interrupted_pack_upload_resumes(service: Service, tmp_path: Path) -> No
     assert second.uploaded_files == second.packed_files == len(files) - len(held)
     assert second.server_checksum == cli_checksum(service, root)
     assert len(service.remote_files(zarr_id)) == len(files)
+
+
+class Killed(Exception):
+    pass
+
+
+def test_pack_batch_left_open_by_a_killed_run_is_completed_on_resume(
+    service: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "open.zarr"
+    files = write_v2(root)
+    first = uploader(service, root, pack=True, shard_target_bytes=100)
+
+    def killed(*args: Any, **kwargs: Any) -> None:
+        raise Killed  # after the first pack batch's shards were PUT, before complete
+
+    # A kill leaves no chance to cancel: the batch stays open, the journal stays.
+    monkeypatch.setattr(first, "_complete_pack", killed)
+    monkeypatch.setattr(first, "_cancel_quietly", lambda: None)
+    with pytest.raises(Killed):
+        first.run()
+    zarr_id = first.zarr_id
+    assert service.api("GET", f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    loose = len(service.remote_files(zarr_id))
+    assert loose == len(files) - 60
+
+    second = uploader(service, root, pack=True, shard_target_bytes=100, zarr_id=zarr_id).run()
+    assert second.ok, second.to_json()
+    # The open batch (7 shards of 5 chunks) was completed and applied, not sent again.
+    assert second.skipped_files == loose + 35
+    assert (second.packed_files, second.shards) == (25, 5)
+    assert not list(service.state_dir.glob("*.json"))
