@@ -244,7 +244,10 @@ class ObjectStore(abc.ABC):
         wanted_set = set(wanted)
         listed: dict[str, ObjectInfo] = {}
         reached = ""
-        for count, info in enumerate(self.list(prefix, start_after=start_after), start=1):
+        # Pages no larger than needed: a server renders every key of a page.
+        page_size = min(1000, len(wanted) + 16)
+        listing = self.list(prefix, start_after=start_after, page_size=page_size)
+        for count, info in enumerate(listing, start=1):
             reached = info.key
             if info.key in wanted_set:
                 listed[info.key] = info
