@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 from botocore.auth import S3SigV4QueryAuth
@@ -261,7 +261,7 @@ class S3ObjectStore(ObjectStore):
             )
             base = self._presign_base = probe.split("?", 1)[0][: -len("probe")]
         # The very credentials the client signs with (refreshable ones refresh here too).
-        credentials = self.presign_client._request_signer._credentials
+        credentials = cast(Any, self.presign_client)._request_signer._credentials
         if credentials is None:
             raise ObjectStoreError("no S3 credentials to sign upload URLs with")
         request = AWSRequest(
