@@ -62,6 +62,9 @@ MAX_BATCH_RESTARTS = 4
 DEFAULT_PACK_MEMBER_LIMIT = 100_000
 # Pack batches built ahead of the one being uploaded (each up to ``max_batch_bytes``).
 PACK_BATCHES_AHEAD = 1
+# Shards up to this size are built in memory, larger ones in a temporary directory (so at most
+# two pack batches' worth of temporary disk, and little memory, is used).
+SHARD_IN_MEMORY = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -833,7 +836,7 @@ class Uploader:
 
         estimate = sum(e.size for e in entries) + 16 * plan.layout.slots() + 4
         cps = plan.layout.chunks_per_shard
-        if estimate <= STREAM_THRESHOLD or self._scratch is None:
+        if estimate <= SHARD_IN_MEMORY or self._scratch is None:
             sink = io.BytesIO()
             built = build_shard(cps, members(), sink)
             shard = PreparedShard(

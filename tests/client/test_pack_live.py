@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
-from dandizarr.client import ClientError
+from dandizarr.client import ClientError, DandizarrClient
 from dandizarr.client.progress import NullProgress
 from dandizarr.client.store import ArchiveStore
 from dandizarr.client.upload import PreparedShard, Uploader, UploadOptions
@@ -68,11 +68,24 @@ def cli_checksum(service: Service, root: Path) -> str:
     return done.stdout.strip()
 
 
-def uploader(service: Service, root: Path, **options: Any) -> Uploader:
-    client = service.client()
-    return Uploader(
-        client, root, UploadOptions(dandiset=service.dandiset, **options), NullProgress()
-    )
+Make = Callable[..., Uploader]
+
+
+@pytest.fixture
+def uploader(service: Service) -> Iterator[Make]:
+    """``uploader(root, **options)``: an Uploader into the test dandiset; its client is closed
+    when the test ends (a pooled connection keeps a live-server thread and its database
+    session)."""
+    clients: list[DandizarrClient] = []
+
+    def make(root: Path, **options: Any) -> Uploader:
+        clients.append(service.client())
+        options = {"dandiset": service.dandiset, **options}
+        return Uploader(clients[-1], root, UploadOptions(**options), NullProgress())
+
+    yield make
+    for client in clients:
+        client.close()
 
 
 @pytest.fixture
@@ -85,16 +98,24 @@ def stores() -> Iterator[list[ArchiveStore]]:
 
 
 def test_pack_v2_equals_loose_upload_and_reads_back(
-    service: Service, tmp_path: Path, stores: list[ArchiveStore]
+    service: Service,
+    uploader: Make,
+    tmp_path: Path,
+    stores: list[ArchiveStore],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     root = tmp_path / "v2.zarr"
     files = write_v2(root)
     chunk_paths = [p for p in files if p.startswith("x/") and not p.startswith("x/.z")]
     assert len(chunk_paths) == 60
 
-    # 100 bytes per shard: 5 chunks of 20 bytes each, 12 shards, 2 pack batches of <= 7.
-    packed = uploader(service, root, pack=True, shard_target_bytes=100).run()
+    # 100 bytes per shard: 5 chunks of 20 bytes each, 12 shards, 2 pack batches of <= 7;
+    # built in temporary files (as shards above 1 MiB are), removed afterwards.
+    monkeypatch.setattr("dandizarr.client.upload.SHARD_IN_MEMORY", 0)
+    up = uploader(root, pack=True, shard_target_bytes=100)
+    packed = up.run()
     assert packed.ok, packed.to_json()
+    assert up._scratch is not None and not up._scratch.exists()
     assert (packed.uploaded_files, packed.packed_files, packed.shards) == (len(files), 60, 12)
     assert packed.pack_batches == 2
     assert packed.put_requests == len(files) - 60 + 12
@@ -106,7 +127,7 @@ def test_pack_v2_equals_loose_upload_and_reads_back(
     assert packed.server_checksum == loose.server_checksum == local
     # Shards go only into sharded archives: said before anything is sent.
     with pytest.raises(ClientError, match="needs a sharded archive"):
-        uploader(service, root, pack=True, zarr_id=loose.zarr_id).run()
+        uploader(root, pack=True, zarr_id=loose.zarr_id).run()
     assert service.remote_files(packed.zarr_id) == service.remote_files(loose.zarr_id)
     archive = service.archive(packed.zarr_id)
     assert (archive["layout"], archive["shard_count"], archive["checksum"]) == (
@@ -202,10 +223,12 @@ def test_pack_v3_many_chunks_with_the_cli(
     assert (again["uploaded_files"], again["skipped_files"]) == (0, len(files))
 
 
-def test_corrupted_member_fails_the_pack_batch_naming_it(service: Service, tmp_path: Path) -> None:
+def test_corrupted_member_fails_the_pack_batch_naming_it(
+    service: Service, uploader: Make, tmp_path: Path
+) -> None:
     root = tmp_path / "bad.zarr"
     write_v2(root)
-    up = uploader(service, root, pack=True, shard_target_bytes=100)
+    up = uploader(root, pack=True, shard_target_bytes=100)
     victims: list[str] = []
 
     def corrupt(shard: PreparedShard) -> None:
@@ -229,15 +252,15 @@ def test_corrupted_member_fails_the_pack_batch_naming_it(service: Service, tmp_p
     assert not [p for p in held if p.startswith("x/") and not p.startswith("x/.z")]
 
     # The same tree, uncorrupted, packs fine into that archive afterwards.
-    again = uploader(service, root, pack=True, shard_target_bytes=100, zarr_id=zarr_id).run()
+    again = uploader(root, pack=True, shard_target_bytes=100, zarr_id=zarr_id).run()
     assert again.ok and again.packed_files == 60
 
 
-def test_interrupted_pack_upload_resumes(service: Service, tmp_path: Path) -> None:
+def test_interrupted_pack_upload_resumes(service: Service, uploader: Make, tmp_path: Path) -> None:
     root = tmp_path / "resume.zarr"
     files = write_v3(root)
     # 64-byte shards: 4 chunks each, 1000 shards, pack batches of 7.
-    first = uploader(service, root, pack=True, shard_target_bytes=64)
+    first = uploader(root, pack=True, shard_target_bytes=64)
     built = 0
 
     def interrupt(shard: PreparedShard) -> None:
@@ -255,7 +278,7 @@ def test_interrupted_pack_upload_resumes(service: Service, tmp_path: Path) -> No
     assert service.api("GET", f"/api/zarr/{zarr_id}/upload/").status_code == 404
 
     # Resume, with bigger shards: what the server holds is not packed again.
-    second = uploader(service, root, pack=True, shard_target_bytes=4096, zarr_id=zarr_id).run()
+    second = uploader(root, pack=True, shard_target_bytes=4096, zarr_id=zarr_id).run()
     assert second.ok, second.to_json()
     assert second.skipped_files == len(held)
     assert second.uploaded_files == second.packed_files == len(files) - len(held)
@@ -268,11 +291,11 @@ class Killed(Exception):
 
 
 def test_pack_batch_left_open_by_a_killed_run_is_completed_on_resume(
-    service: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    service: Service, uploader: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "open.zarr"
     files = write_v2(root)
-    first = uploader(service, root, pack=True, shard_target_bytes=100)
+    first = uploader(root, pack=True, shard_target_bytes=100)
 
     def killed(*args: Any, **kwargs: Any) -> None:
         raise Killed  # after the first pack batch's shards were PUT, before complete
@@ -287,7 +310,7 @@ def test_pack_batch_left_open_by_a_killed_run_is_completed_on_resume(
     loose = len(service.remote_files(zarr_id))
     assert loose == len(files) - 60
 
-    second = uploader(service, root, pack=True, shard_target_bytes=100, zarr_id=zarr_id).run()
+    second = uploader(root, pack=True, shard_target_bytes=100, zarr_id=zarr_id).run()
     assert second.ok, second.to_json()
     # The open batch (7 shards of 5 chunks) was completed and applied, not sent again.
     assert second.skipped_files == loose + 35
