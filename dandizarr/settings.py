@@ -182,6 +182,8 @@ DANDIZARR_STALE_BATCH_SECONDS = env_int("DANDIZARR_STALE_BATCH_SECONDS", 24 * 36
 DANDIZARR_PACK_MEMBER_LIMIT = env_int("DANDIZARR_PACK_MEMBER_LIMIT", 100_000)
 DANDIZARR_SHARD_TARGET_BYTES = env_int("DANDIZARR_SHARD_TARGET_BYTES", 64 << 20)
 DANDIZARR_SHARD_COMPACT_PERCENT = env_int("DANDIZARR_SHARD_COMPACT_PERCENT", 50)
+# Decoded .checksum listings kept per process for browsing, in entries (files + directories).
+DANDIZARR_LISTING_CACHE_ENTRIES = env_int("DANDIZARR_LISTING_CACHE_ENTRIES", 1_000_000)
 
 # --- Celery ----------------------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")

@@ -16,7 +16,7 @@ from checksums import DirectoryListing, FileState
 from zarr_api.exceptions import NotFound
 from zarr_api.models import Batch, BatchFile, Dandiset, Shard, ZarrArchive
 from zarr_api.storage import get_store
-from zarr_api.tree import StorageChecksumTree
+from zarr_api.tree import CachedTreeReader, ListingCache, StorageChecksumTree
 
 
 def parse_zarr_id(zarr_id: object) -> uuid.UUID | None:
@@ -74,6 +74,19 @@ def user_can_write(user: Any, dandiset: Dandiset) -> bool:
 
 def archive_tree(archive: ZarrArchive) -> StorageChecksumTree:
     return StorageChecksumTree(get_store(), str(archive.zarr_id))
+
+
+_listing_cache: ListingCache | None = None
+
+
+def archive_tree_for_reads(archive: ZarrArchive) -> CachedTreeReader:
+    """The applied tree as of the archive row read, with listings cached (browsing only;
+    batch checks and updates read storage directly)."""
+    global _listing_cache
+    if _listing_cache is None:
+        _listing_cache = ListingCache(settings.DANDIZARR_LISTING_CACHE_ENTRIES)
+    version = (archive.modified, archive.checksum)
+    return CachedTreeReader(archive_tree(archive), version, _listing_cache)
 
 
 def pending_changes(
@@ -163,7 +176,7 @@ class DirectoryNode:
 
 def node_get(archive: ZarrArchive, path: str) -> FileNode | DirectoryNode:
     """A file or directory of the applied tree; one .checksum read for a directory."""
-    tree = archive_tree(archive)
+    tree = archive_tree_for_reads(archive)
     path = path.strip("/")
     listing = tree.read(path)
     if listing is not None:
@@ -185,7 +198,7 @@ def files_below(
 
     Walks the .checksum tree depth-first, skipping subtrees wholly before the cursor.
     """
-    tree = archive_tree(archive)
+    tree = archive_tree_for_reads(archive)
 
     def walk(prefix: str) -> Iterator[FileNode]:
         listing = tree.read(prefix)

@@ -7,7 +7,8 @@ issued concurrently, and every request is counted so benchmarks can report them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
@@ -93,3 +94,64 @@ class StorageChecksumTree:
         if directories:
             self._count(deletes=len(directories))
             self.store.delete_many([checksum_key(self.zarr_id, d) for d in directories])
+
+
+class ListingCache:
+    """Decoded ``.checksum`` listings for reads, least recently used first out, bounded by the
+    number of entries (files and subdirectories) held.
+
+    Browsing a directory of 100,000 files reads and decodes an 8 MB object; a page of it, or a
+    file entry in it, should not do that again. Keys carry the archive's ``modified`` time,
+    which every tree update and audit advances after writing the tree, so an entry is never
+    served for a later version of the tree.
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict[Hashable, tuple[DirectoryListing | None, int]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> tuple[bool, DirectoryListing | None]:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return False, None
+            self._items.move_to_end(key)
+            return True, item[0]
+
+    def put(self, key: Hashable, listing: DirectoryListing | None) -> None:
+        size = 1 + (len(listing.files) + len(listing.directories) if listing else 0)
+        if size > self.max_entries:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (listing, size)
+            self._held += size
+            while self._held > self.max_entries:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._held -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._held = 0
+
+
+@dataclass
+class CachedTreeReader:
+    """Reads of one version of an archive's tree through the process's ListingCache."""
+
+    tree: StorageChecksumTree
+    version: Hashable
+    cache: ListingCache
+
+    def read(self, directory: str) -> DirectoryListing | None:
+        key = (self.tree.zarr_id, self.version, directory)
+        hit, listing = self.cache.get(key)
+        if hit:
+            return listing
+        listing = self.tree.read(directory)
+        self.cache.put(key, listing)
+        return listing

@@ -5,11 +5,11 @@
 
 How a key is read (docs/api.md):
 
-* The first time a key of directory ``d`` is asked for, ``GET /api/zarr/{id}/files/{d}`` lists
-  ``d`` once (every page). That answers, with no further request, whether any key of ``d``
-  exists (absent chunks, metadata probes such as ``.zarray`` / ``zarr.json``) and its size.
-* A listing has no download URL, so the first read of a present key asks for its file entry
-  (``GET .../files/{key}``: presigned ``download_url``, size, md5). The entry is cached.
+* The first read of a key asks for its file entry (``GET .../files/{key}``: presigned
+  ``download_url``, size, md5; 404 when absent). The entry, or its absence, is cached. A read
+  never lists a whole directory: a Zarr v2 array's may hold a million chunks.
+* Listing operations (``list_dir``, ``list_prefix``) list a directory once (every page); keys
+  of a listed directory are answered from the listing, and only their URL is asked for.
 * The bytes come from the download URL, with an HTTP ``Range`` header for partial reads: once
   the entry is cached, one read is one storage request. An expired URL (403 from storage) or a
   file that changed or vanished since it was listed makes the store forget what it knew about
@@ -152,6 +152,9 @@ class ArchiveStore(Store):
         self._storage = _session(None)
         self._lock = threading.Lock()
         self._directories: dict[str, _Directory | None] = {}  # None: no such directory
+        # Keys looked up one by one (with their URLs), None when absent: a read never lists a
+        # whole directory (a Zarr v2 array's may hold a million chunks).
+        self._entries: dict[str, _Entry | None] = {}
         self._directory_locks: dict[str, threading.Lock] = {}
         # Requests made, for the curious (and the tests): service calls and storage reads.
         self.api_requests = 0
@@ -210,6 +213,7 @@ class ArchiveStore(Store):
         """Forget every cached listing and file entry."""
         with self._lock:
             self._directories.clear()
+            self._entries.clear()
 
     # --- HTTP --------------------------------------------------------------------------------
 
@@ -290,15 +294,25 @@ class ArchiveStore(Store):
             return directory
 
     def _entry(self, key: str, *, with_url: bool) -> _Entry | None:
-        """The key's entry, None when the archive holds no such file."""
+        """The key's entry, None when the archive holds no such file.
+
+        From a listing already fetched (``list_dir`` and friends) when there is one, else from
+        the key's own file entry: one request, which also gives its download URL.
+        """
         parent, name = _split(key)
-        directory = self._directory(parent)
-        entry = directory.files.get(name) if directory is not None else None
-        if entry is None or not with_url or entry.url is not None:
-            return entry
+        with self._lock:
+            if key in self._entries:
+                return self._entries[key]
+            listed = parent in self._directories
+            directory = self._directories.get(parent)
+        if listed:
+            entry = directory.files.get(name) if directory is not None else None
+            if entry is None or not with_url or entry.url is not None:
+                return entry
         answer = self._api_get(self._files_url(key))
-        if answer is None or answer.get("type") != "file":  # gone since the listing
-            self._forget(key)
+        if answer is None or answer.get("type") != "file":  # absent, or a directory
+            with self._lock:
+                self._entries[key] = None
             return None
         shard = answer.get("shard")
         entry = _Entry(
@@ -308,6 +322,7 @@ class ArchiveStore(Store):
             int(shard["offset"]) if isinstance(shard, dict) else None,
         )
         with self._lock:
+            self._entries[key] = entry
             if directory is not None:
                 directory.files[name] = entry
         return entry
@@ -317,6 +332,7 @@ class ArchiveStore(Store):
         parent, _ = _split(key)
         with self._lock:
             self._directories.pop(parent, None)
+            self._entries.pop(key, None)
 
     # --- reading -----------------------------------------------------------------------------
 

@@ -292,29 +292,45 @@ def test_a_cached_key_costs_one_storage_request_per_read(v3: Uploaded) -> None:
     key = "sharded/c/0/1"
     body = v3.files[key]
     assert get(store, key) == body
-    # The archive (on opening), the directory's listing, the file's entry (for its URL); then
-    # the bytes.
-    assert (store.api_requests, store.storage_requests) == (3, 1)
+    # The archive (on opening), the file's entry (size, md5, URL); then the bytes.
+    assert (store.api_requests, store.storage_requests) == (2, 1)
     assert get(store, key, SuffixByteRequest(20)) == body[-20:]
     assert get(store, key, RangeByteRequest(5, 30)) == body[5:30]
-    assert (store.api_requests, store.storage_requests) == (3, 3)
-    # Absent keys of a listed directory, and sizes, are answered from the listing.
+    assert (store.api_requests, store.storage_requests) == (2, 3)
+    # An absent key costs one look-up, once; a size too.
+    assert get(store, "sharded/c/0/7") is None
     assert get(store, "sharded/c/0/7") is None
     assert sync(store.getsize("sharded/c/0/0")) == len(v3.files["sharded/c/0/0"])
-    assert (store.api_requests, store.storage_requests) == (3, 3)
+    assert sync(store.getsize("sharded/c/0/0")) == len(v3.files["sharded/c/0/0"])
+    assert (store.api_requests, store.storage_requests) == (4, 3)
 
 
-def test_reading_a_whole_array_lists_each_directory_once(v3: Uploaded) -> None:
+def test_a_listed_directory_answers_absent_keys_and_sizes(v3: Uploaded) -> None:
+    store = v3.store()
+    assert collect(store.list_dir("sharded/c/0")) == sorted(
+        k.rsplit("/", 1)[1] for k in v3.files if k.startswith("sharded/c/0/")
+    )
+    before = store.api_requests
+    assert get(store, "sharded/c/0/7") is None
+    assert sync(store.getsize("sharded/c/0/0")) == len(v3.files["sharded/c/0/0"])
+    assert store.api_requests == before
+    # Reading a listed key asks only for its URL.
+    assert get(store, "sharded/c/0/0") == v3.files["sharded/c/0/0"]
+    assert store.api_requests == before + 1
+
+
+def test_reading_a_whole_array_never_lists_its_directories(v3: Uploaded) -> None:
     store = v3.store()
     array = zarr.open_array(store=store, path="data", mode="r")
     assert_same(array[:], expected_data())
     chunks = [k for k in v3.files if k.startswith("data/c/")]
     assert len(chunks) == 12
-    # Reads: zarr.json and every chunk once. Service calls: the archive (on opening), one
-    # listing of each directory looked in ("data", "data/c/0" .. "data/c/3", the last one
-    # absent) and one entry per read.
+    # Reads: zarr.json and every chunk once. Service calls: the archive (on opening) and one
+    # entry per key zarr asked for (present or not), never a directory listing.
     assert store.storage_requests == 1 + len(chunks)
-    assert store.api_requests == 1 + 5 + store.storage_requests
+    assert store.api_requests == 1 + len(store._entries)
+    assert not store._directories
+    assert {k for k, e in store._entries.items() if e is not None} == {"data/zarr.json", *chunks}
 
 
 def test_listing(v3: Uploaded) -> None:
@@ -362,11 +378,9 @@ def test_an_expired_download_url_is_fetched_again(v3: Uploaded) -> None:
     assert get(store, key, RangeByteRequest(0, 5)) == v3.files[key][:5]
     # Swap the cached URL for one storage refuses (403, as for an expired presigned URL): the
     # store must ask the service for a fresh one rather than fail.
-    listing = store._directories["sub/labels"]
-    assert listing is not None
-    entry = listing.files["zarr.json"]
-    assert entry.url is not None
-    listing.files["zarr.json"] = _Entry(entry.size, entry.digest, entry.url.split("?")[0])
+    entry = store._entries[key]
+    assert entry is not None and entry.url is not None
+    store._entries[key] = _Entry(entry.size, entry.digest, entry.url.split("?")[0])
     before = store.api_requests
     assert get(store, key) == v3.files[key]
     assert store.api_requests > before

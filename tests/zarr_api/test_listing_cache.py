@@ -1,0 +1,46 @@
+"""Browsing reads each .checksum once per tree version (zarr_api.tree.ListingCache)."""
+
+from __future__ import annotations
+
+from checksums import DirectoryListing, FileEntry
+from tests.zarr_api.conftest import Actor, md5, upload
+from zarr_api.tree import ListingCache, StorageChecksumTree
+
+
+def test_pages_and_entries_of_a_directory_read_its_checksum_once_per_version(
+    owner: Actor, zarr_id: str
+) -> None:
+    files = {f"big/{i:03d}": str(i).encode() for i in range(120)}
+    assert upload(owner.client, zarr_id, files).status_code == 200
+    reads = StorageChecksumTree.total_reads
+    for page in (1, 2, 3):
+        response = owner.client.get(
+            f"/api/zarr/{zarr_id}/files/big", {"page": page, "page_size": 50}
+        )
+        assert response.status_code == 200
+    entry = owner.client.get(f"/api/zarr/{zarr_id}/files/big/007").json()
+    assert entry["digest"] == md5(b"7")
+    # "big" as a directory, once; "big/007" is no directory (its own probe), once.
+    assert StorageChecksumTree.total_reads - reads == 2
+    # A new batch is a new version of the tree: its listings are read afresh.
+    assert upload(owner.client, zarr_id, {"big/007": b"seven"}).status_code == 200
+    entry = owner.client.get(f"/api/zarr/{zarr_id}/files/big/007").json()
+    assert entry["digest"] == md5(b"seven")
+    listing = owner.client.get(f"/api/zarr/{zarr_id}/files/big", {"page_size": 200}).json()
+    assert {r["name"]: r["digest"] for r in listing["results"]}["007"] == md5(b"seven")
+
+
+def test_listing_cache_holds_at_most_its_entries_and_drops_the_oldest() -> None:
+    def listing(n: int) -> DirectoryListing:
+        return DirectoryListing({f"f{i}": FileEntry(f"f{i}", md5(b""), 0) for i in range(n)})
+
+    cache = ListingCache(max_entries=25)
+    cache.put("a", listing(9))  # 10 entries with its own
+    cache.put("b", listing(9))
+    assert cache.get("a")[0]  # "a" is now the most recently used
+    cache.put("c", listing(9))  # 30 > 25: the least recently used ("b") goes
+    assert [cache.get(k)[0] for k in "abc"] == [True, False, True]
+    cache.put("huge", listing(100))  # larger than the whole cache: not kept
+    assert cache.get("huge") == (False, None)
+    cache.put("absent", None)
+    assert cache.get("absent") == (True, None)
