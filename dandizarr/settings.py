@@ -13,7 +13,6 @@ from pathlib import Path
 
 import dj_database_url
 import django_stubs_ext
-from django.core.exceptions import ImproperlyConfigured
 
 from dandizarr import __version__
 
@@ -190,13 +189,6 @@ DANDIZARR_LISTING_CACHE_ENTRIES = env_int("DANDIZARR_LISTING_CACHE_ENTRIES", 1_0
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 # Without a broker the tasks run inline, in the request: the embedded single-machine default.
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
-# Without a broker: run tasks inside the request ("request") or on a background thread of the
-# web process ("background", what `dandizarr serve` uses); see dandizarr.celery.enqueue.
-DANDIZARR_INLINE_TASKS = env_str("DANDIZARR_INLINE_TASKS", "request")
-if DANDIZARR_INLINE_TASKS not in {"request", "background"}:
-    raise ImproperlyConfigured(
-        f"DANDIZARR_INLINE_TASKS must be 'request' or 'background', not {DANDIZARR_INLINE_TASKS!r}"
-    )
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

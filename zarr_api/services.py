@@ -22,7 +22,6 @@ from django.db.models import Max
 from django.utils import timezone
 
 from checksums import TreeSummary, apply_changes, compute_tree
-from dandizarr.celery import enqueue
 from objectstore import ObjectInfo
 from zarr_api import shards
 from zarr_api.exceptions import Conflict, Forbidden, NotFound, ValidationFailed
@@ -488,14 +487,14 @@ def files_delete(*, user: Any, archive: ZarrArchive, entries: Any) -> Batch:
 def _schedule_compaction(shard_pk: int) -> None:
     from zarr_api.tasks import compact_shard
 
-    transaction.on_commit(lambda: enqueue(compact_shard, shard_pk))
+    transaction.on_commit(lambda: compact_shard.delay(shard_pk))
 
 
 def _schedule_propagation(archive: ZarrArchive) -> None:
     from zarr_api.tasks import propagate_archive
 
     archive_pk = archive.pk
-    transaction.on_commit(lambda: enqueue(propagate_archive, archive_pk))
+    transaction.on_commit(lambda: propagate_archive.delay(archive_pk))
 
 
 def archive_propagate(archive_pk: int) -> TreeSummary | None:
@@ -566,7 +565,7 @@ def archive_pack(*, user: Any, archive: ZarrArchive) -> ZarrArchive:
         def start() -> None:
             from zarr_api.tasks import pack_archive
 
-            enqueue(pack_archive, archive_pk)
+            pack_archive.delay(archive_pk)
 
         transaction.on_commit(start)
     return archive

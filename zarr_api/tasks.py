@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from dandizarr.celery import app, enqueue
+from dandizarr.celery import app
 from zarr_api import services, shards
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ def resume_pending_propagation() -> int:
     """Requeue tree updates whose task was lost (a broker restart, a worker killed long ago)."""
     archive_pks = services.archives_with_stalled_propagation()
     for archive_pk in archive_pks:
-        enqueue(propagate_archive, archive_pk)
+        propagate_archive.delay(archive_pk)
     return len(archive_pks)
 
 

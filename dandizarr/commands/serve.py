@@ -27,8 +27,6 @@ def run(args: argparse.Namespace) -> int:
     if args.port:
         os.environ["DANDIZARR_PORT"] = str(args.port)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr.settings")
-    # Without a broker, tree updates run on a thread of the server, not inside the requests.
-    os.environ.setdefault("DANDIZARR_INLINE_TASKS", "background")
     import django
     from django.conf import settings
     from django.core.management import call_command
