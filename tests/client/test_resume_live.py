@@ -63,8 +63,12 @@ def test_interrupted_upload_cancels_its_open_batch(
     service: Service, tmp_path: Path, signum: signal.Signals
 ) -> None:
     root = tmp_path / "interrupted.zarr"
-    make_tree(root, FILES, seed=6, size=2000)
+    # Enough batches that the signal lands mid-upload even when the machine is busy (the
+    # progress poll shares this process with the live server).
+    files = 4 * FILES
+    make_tree(root, files, seed=6, size=2000)
     zarr_id, process = start_upload_and_wait_for_progress(service, root)
+    assert process.poll() is None, "the upload finished before it could be interrupted"
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
@@ -72,11 +76,11 @@ def test_interrupted_upload_cancels_its_open_batch(
     # No batch of its own is left open, and storage holds exactly what the tree lists.
     assert service.api("GET", f"/api/zarr/{zarr_id}/upload/").status_code == 404
     held = service.remote_files(zarr_id)
-    assert 0 < len(held) < FILES
+    assert 0 < len(held) < files
     chunk_keys = [k for k in service.bucket_keys() if zarr_id in k and ".checksum" not in k]
     assert len(chunk_keys) == len(held)
 
     status, result = service.cli_json("upload", str(root), "--zarr-id", zarr_id)
     assert status == 0 and result["ok"]
     assert result["skipped_files"] == len(held)
-    assert result["uploaded_files"] == FILES - len(held)
+    assert result["uploaded_files"] == files - len(held)
