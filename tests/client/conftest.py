@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +24,10 @@ from dandizarr.client import DandizarrClient, RetryPolicy
 REPO = Path(__file__).resolve().parents[2]
 # The installed entry point (``python -m dandizarr.cli`` would load dandizarr.cli twice).
 CLI = [str(Path(sys.executable).parent / "dandizarr")]
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @dataclass
@@ -84,6 +89,10 @@ class Service:
             stderr=subprocess.PIPE,
             text=True,
             cwd=REPO,
+            # As from a terminal: when the tests run as a background job, the shell has set
+            # SIGINT to "ignore", which children inherit, and Python then never raises
+            # KeyboardInterrupt (Ctrl-C would not reach the CLI as a user's would).
+            preexec_fn=_default_sigint,
         )
 
     def cli(self, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
