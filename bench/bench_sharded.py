@@ -14,17 +14,14 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.bench_upload import _free_port, _wait_for
+from bench.live_service import Service, running_service
 
 CHUNKS = int(os.environ.get("BENCH_SHARDED_CHUNKS", "100000"))
 CHUNK_ELEMENTS = 1024  # uint32: 4 KiB per chunk file
@@ -33,71 +30,6 @@ JOBS = int(os.environ.get("BENCH_SHARDED_JOBS", "32"))
 SPEEDUP_TARGET = 10.0
 OBJECTS_TARGET = 100.0
 REQUESTS_TARGET = 2.0
-
-
-@dataclass
-class Service:
-    url: str
-    token: str
-    moto: str
-    bucket: str
-
-
-@contextmanager
-def running_service(tmp_path: Path) -> Iterator[Service]:
-    """moto's server and ``dandizarr serve`` (S3 on that moto, tasks inline) as processes."""
-    import boto3
-
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    bin_dir = Path(sys.executable).parent
-    moto_port, service_port = _free_port(), _free_port()
-    moto = f"http://127.0.0.1:{moto_port}"
-    url = f"http://127.0.0.1:{service_port}"
-    processes: list[subprocess.Popen[bytes]] = []
-    try:
-        processes.append(
-            subprocess.Popen(
-                [str(bin_dir / "moto_server"), "-H", "127.0.0.1", "-p", str(moto_port)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        _wait_for(moto, processes[-1], "moto_server")
-        bucket = "bench-sharded"
-        boto3.client("s3", endpoint_url=moto, region_name="us-east-1").create_bucket(Bucket=bucket)
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if key not in {"DATABASE_URL", "CELERY_BROKER_URL"}
-        }
-        env.update(
-            DANDIZARR_DATA_DIR=str(tmp_path / "service"),
-            DANDIZARR_PORT=str(service_port),
-            DANDIZARR_STORAGE="s3",
-            DANDIZARR_S3_ENDPOINT_URL=moto,
-            DANDIZARR_S3_BUCKET=bucket,
-            DANDIZARR_LOG_LEVEL="WARNING",
-        )
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "dandizarr.cli", "serve"],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        _wait_for(url + "/api/info/", processes[-1], "dandizarr serve")
-        token = (tmp_path / "service" / "admin-token").read_text().strip()
-        yield Service(url, token, moto, bucket)
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
 
 
 def make_array(root: Path) -> list[str]:
@@ -207,7 +139,7 @@ def main() -> None:
             f"{CHUNKS:,} chunk files of {CHUNK_ELEMENTS * 4} bytes (one zarr v2 array, raw), "
             f"written in {time.perf_counter() - started:.1f} s; {JOBS} parallel transfers"
         )
-        with running_service(tmp_path) as service:
+        with running_service(tmp_path, "bench-sharded") as service:
             results = {}
             with DandizarrClient(service.url, service.token, jobs=JOBS) as client:
                 dandiset = client.create_dandiset("bench")["identifier"]

@@ -13,39 +13,18 @@ import base64
 import hashlib
 import os
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import requests
+from bench.live_service import running_service
 
 FILES = int(os.environ.get("BENCH_UPLOAD_FILES", "10000"))
 FILE_SIZE = 4096
 JOBS = int(os.environ.get("BENCH_UPLOAD_JOBS", "32"))
 TARGET = 0.80
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_for(url: str, process: subprocess.Popen[bytes], what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with status {process.returncode}")
-        try:
-            requests.get(url, timeout=2)
-            return
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{what} did not answer at {url} within {timeout:.0f} s")
 
 
 def _make_files(root: Path) -> list[str]:
@@ -94,96 +73,44 @@ def _ceiling(moto: str, bucket: str, root: Path, paths: list[str], label: str) -
 
 
 def main() -> None:
-    import boto3
-
     from dandizarr.client import DandizarrClient
 
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    bin_dir = Path(sys.executable).parent
-    # A terminated benchmark still stops the servers it started (the finally below).
+    # A terminated benchmark still stops the servers it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with tempfile.TemporaryDirectory(prefix="bench-upload-") as tmp:
-        tmp_path = Path(tmp)
-        moto_port, service_port = _free_port(), _free_port()
-        moto = f"http://127.0.0.1:{moto_port}"
-        service = f"http://127.0.0.1:{service_port}"
-        processes: list[subprocess.Popen[bytes]] = []
-        try:
-            processes.append(
-                subprocess.Popen(
-                    [str(bin_dir / "moto_server"), "-H", "127.0.0.1", "-p", str(moto_port)],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-            _wait_for(moto, processes[-1], "moto_server")
-            bucket = "bench-upload"
-            boto3.client("s3", endpoint_url=moto, region_name="us-east-1").create_bucket(
-                Bucket=bucket
-            )
-            env = {
-                key: value
-                for key, value in os.environ.items()
-                if key not in {"DATABASE_URL", "CELERY_BROKER_URL"}
-            }
-            env.update(
-                DANDIZARR_DATA_DIR=str(tmp_path / "service"),
-                DANDIZARR_PORT=str(service_port),
-                DANDIZARR_STORAGE="s3",
-                DANDIZARR_S3_ENDPOINT_URL=moto,
-                DANDIZARR_S3_BUCKET=bucket,
-                DANDIZARR_LOG_LEVEL="WARNING",
-            )
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "dandizarr.cli", "serve"],
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-            _wait_for(service + "/api/info/", processes[-1], "dandizarr serve")
-            token = (tmp_path / "service" / "admin-token").read_text().strip()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-upload-") as tmp,
+        running_service(Path(tmp), "bench-upload") as service,
+    ):
+        src = Path(tmp) / "src.zarr"
+        paths = _make_files(src)
+        print(f"{FILES:,} files of {FILE_SIZE} bytes, {JOBS} parallel PUTs")
+        ceiling_before = _ceiling(service.moto, service.bucket, src, paths, "before")
+        print(f"ceiling (presigned PUTs to moto), before: {ceiling_before:,.0f} files/s")
 
-            src = tmp_path / "src.zarr"
-            paths = _make_files(src)
-            print(f"{FILES:,} files of {FILE_SIZE} bytes, {JOBS} parallel PUTs")
-            ceiling_before = _ceiling(moto, bucket, src, paths, "before")
-            print(f"ceiling (presigned PUTs to moto), before: {ceiling_before:,.0f} files/s")
-
-            with DandizarrClient(service, token, jobs=JOBS) as client:
-                dandiset = client.create_dandiset("bench")["identifier"]
-                result = client.upload(src, dandiset=dandiset)
-            if not result.ok:
-                raise RuntimeError(f"upload did not verify: {result.to_json()}")
-            rate = result.uploaded_files / result.elapsed_seconds
-            print(
-                f"dandizarr upload: {result.uploaded_files:,} files in "
-                f"{result.elapsed_seconds:.1f} s = {rate:,.0f} files/s "
-                f"({result.batches} batches, {result.retries} retries), checksum verified"
-            )
-            phases = ", ".join(f"{k} {v:.1f} s" for k, v in result.phase_seconds.items())
-            print(f"  time in the serial steps: {phases}")
-            put_rate = result.uploaded_files / result.phase_seconds["put"]
-            print(f"  rate while PUTs run (between start and complete): {put_rate:,.0f} files/s")
-            ceiling_after = _ceiling(moto, bucket, src, paths, "after")
-            print(f"ceiling (presigned PUTs to moto), after: {ceiling_after:,.0f} files/s")
-            ceiling = max(ceiling_before, ceiling_after)
-            ratio = rate / ceiling
-            verdict = "meets" if ratio >= TARGET else "MISSES"
-            print(
-                f"upload rate / ceiling = {rate:,.0f} / {ceiling:,.0f} = {ratio:.0%} "
-                f"({verdict} the {TARGET:.0%} target)"
-            )
-        finally:
-            for process in reversed(processes):
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        with DandizarrClient(service.url, service.token, jobs=JOBS) as client:
+            dandiset = client.create_dandiset("bench")["identifier"]
+            result = client.upload(src, dandiset=dandiset)
+        if not result.ok:
+            raise RuntimeError(f"upload did not verify: {result.to_json()}")
+        rate = result.uploaded_files / result.elapsed_seconds
+        print(
+            f"dandizarr upload: {result.uploaded_files:,} files in "
+            f"{result.elapsed_seconds:.1f} s = {rate:,.0f} files/s "
+            f"({result.batches} batches, {result.retries} retries), checksum verified"
+        )
+        phases = ", ".join(f"{k} {v:.1f} s" for k, v in result.phase_seconds.items())
+        print(f"  time in the serial steps: {phases}")
+        put_rate = result.uploaded_files / result.phase_seconds["put"]
+        print(f"  rate while PUTs run (between start and complete): {put_rate:,.0f} files/s")
+        ceiling_after = _ceiling(service.moto, service.bucket, src, paths, "after")
+        print(f"ceiling (presigned PUTs to moto), after: {ceiling_after:,.0f} files/s")
+        ceiling = max(ceiling_before, ceiling_after)
+        ratio = rate / ceiling
+        verdict = "meets" if ratio >= TARGET else "MISSES"
+        print(
+            f"upload rate / ceiling = {rate:,.0f} / {ceiling:,.0f} = {ratio:.0%} "
+            f"({verdict} the {TARGET:.0%} target)"
+        )
 
 
 if __name__ == "__main__":
