@@ -382,6 +382,19 @@ _DONE = object()
 _PACK_START = object()  # the producer is done with loose files; pack batches follow
 
 
+def _refused(item: Any, response: requests.Response) -> PutOutcome:
+    """The outcome of a PUT storage did not accept."""
+    if _bad_digest(response):
+        # What was read matched the hash, so storage got other bytes than were sent.
+        return PutOutcome(
+            item, PutStatus.FAILED, f"storage saw a different md5: HTTP {response.status_code}"
+        )
+    text = response.text.strip().replace("\n", " ")[:200]
+    if _storage_refused(response):
+        return PutOutcome(item, PutStatus.EXPIRED, f"HTTP {response.status_code}: {text}")
+    return PutOutcome(item, PutStatus.FAILED, f"HTTP {response.status_code}: {text}")
+
+
 class Uploader:
     def __init__(
         self, client: DandizarrClient, root: Path, options: UploadOptions, progress: Progress
@@ -1000,40 +1013,18 @@ class Uploader:
                 opened.append(body)
             return body
 
-        headers = {
-            "Content-MD5": content_md5(shard.md5),
-            "Content-Type": "application/octet-stream",
-        }
         try:
-            response = request_with_retry(
-                self.client.storage_session,
-                "PUT",
-                url,
-                self.client.retry,
-                counter=self.client.retries,
-                body_factory=body_factory,
-                headers=headers,
-                timeout=self.client.timeout,
-            )
+            response = self._send_put(url, shard.md5, body_factory)
         except (TransientError, requests.RequestException, OSError) as error:
             return PutOutcome(shard, PutStatus.FAILED, str(error))
         finally:
             for file in opened:
                 file.close()
-        with self._counter_lock:
-            self.result.put_requests += 1
         if response.ok:
             if count:
                 self.progress.advance(len(shard.entries), shard.member_bytes)
             return PutOutcome(shard, PutStatus.OK)
-        text = response.text.strip().replace("\n", " ")[:200]
-        if _bad_digest(response):
-            return PutOutcome(
-                shard, PutStatus.FAILED, f"storage saw a different md5: HTTP {response.status_code}"
-            )
-        if _storage_refused(response):
-            return PutOutcome(shard, PutStatus.EXPIRED, f"HTTP {response.status_code}: {text}")
-        return PutOutcome(shard, PutStatus.FAILED, f"HTTP {response.status_code}: {text}")
+        return _refused(shard, response)
 
     # --- one batch ---------------------------------------------------------------------------
 
@@ -1193,21 +1184,8 @@ class Uploader:
             return PutOutcome(entry, PutStatus.CHANGED, "deleted")
         except OSError as error:
             return PutOutcome(entry, PutStatus.FAILED, str(error))
-        headers = {
-            "Content-MD5": content_md5(entry.md5),
-            "Content-Type": "application/octet-stream",
-        }
         try:
-            response = request_with_retry(
-                self.client.storage_session,
-                "PUT",
-                url,
-                self.client.retry,
-                counter=self.client.retries,
-                body_factory=body_factory,
-                headers=headers,
-                timeout=self.client.timeout,
-            )
+            response = self._send_put(url, entry.md5, body_factory)
         except FileChangedError as error:
             return PutOutcome(entry, PutStatus.CHANGED, str(error))
         except TransientError as error:
@@ -1219,20 +1197,31 @@ class Uploader:
         finally:
             if reader is not None:
                 reader.close()
-        with self._counter_lock:
-            self.result.put_requests += 1
         if reader is not None and reader.md5.hexdigest() != entry.md5:
             return PutOutcome(entry, PutStatus.CHANGED, "content differs from its hash")
         if response.ok:
             if count:
                 self.progress.advance(1, entry.size)
             return PutOutcome(entry, PutStatus.OK)
-        if _bad_digest(response):
-            # What was read matched the hash, so storage got other bytes than were sent.
-            return PutOutcome(
-                entry, PutStatus.FAILED, f"storage saw a different md5: HTTP {response.status_code}"
-            )
-        text = response.text.strip().replace("\n", " ")[:200]
-        if _storage_refused(response):
-            return PutOutcome(entry, PutStatus.EXPIRED, f"HTTP {response.status_code}: {text}")
-        return PutOutcome(entry, PutStatus.FAILED, f"HTTP {response.status_code}: {text}")
+        return _refused(entry, response)
+
+    def _send_put(
+        self, url: str, md5_hex: str, body_factory: Callable[[], Any]
+    ) -> requests.Response:
+        """One presigned PUT (a file or a shard) with its Content-MD5, retried when transient."""
+        response = request_with_retry(
+            self.client.storage_session,
+            "PUT",
+            url,
+            self.client.retry,
+            counter=self.client.retries,
+            body_factory=body_factory,
+            headers={
+                "Content-MD5": content_md5(md5_hex),
+                "Content-Type": "application/octet-stream",
+            },
+            timeout=self.client.timeout,
+        )
+        with self._counter_lock:
+            self.result.put_requests += 1
+        return response
