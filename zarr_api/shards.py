@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import math
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -474,7 +475,7 @@ def shard_compact(shard_pk: int) -> bool:
     records: list[MemberRecord] = []
     if pieces:
         cps = old.chunks_per_shard or [max([p.slot or 0 for p in pieces]) + 1]
-        slots_ok = all(p.slot is not None and p.slot < _prod(cps) for p in pieces)
+        slots_ok = all(p.slot is not None and p.slot < math.prod(cps) for p in pieces)
         if not slots_ok:
             pieces = [_Piece(p.path, None, p.data) for p in pieces]
         new, records = _write_shard(archive, old.name, cps, pieces)
@@ -498,13 +499,6 @@ def shard_compact(shard_pk: int) -> bool:
         transaction.on_commit(lambda: store.delete_many([old.key]))
     logger.info("compacted shard %s into %s (%d members)", old.key, new.key if new else None, moved)
     return True
-
-
-def _prod(values: Sequence[int]) -> int:
-    result = 1
-    for value in values:
-        result *= value
-    return result
 
 
 # --- Converting a loose archive (POST pack/) ---------------------------------------------
