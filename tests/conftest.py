@@ -8,12 +8,18 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
+from django.test.testcases import LiveServerThread
 from moto.server import ThreadedMotoServer
+
+from dandizarr.httpserver import NoDelayThreadedWSGIServer
 
 # Credentials for moto only; set before any boto3 client exists.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+# The live test service answers like ``dandizarr serve`` (no 40 ms Nagle stall per reply).
+LiveServerThread.server_class = NoDelayThreadedWSGIServer
 
 
 @pytest.fixture(scope="session")

@@ -35,5 +35,13 @@ def run(args: argparse.Namespace) -> int:
     settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
     call_command("migrate", interactive=False, verbosity=0)
     call_command("bootstrap_admin")
-    call_command("runserver", f"{settings.HOST}:{settings.PORT}", use_reloader=False)
+    from dandizarr.httpserver import EmbeddedServerCommand
+
+    # --insecure: the admin's static files are served by this process, as DEBUG would.
+    call_command(
+        EmbeddedServerCommand(),
+        f"{settings.HOST}:{settings.PORT}",
+        use_reloader=False,
+        insecure_serving=True,
+    )
     return 0
