@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import base64
 import binascii
+import builtins
 import functools
 import posixpath
 import re
@@ -281,6 +282,13 @@ class ObjectStore(abc.ABC):
         The md5 is bound into the signature: the client must send it as the ``Content-MD5``
         header (base64 of the digest), and a body with another md5 is rejected (BadDigest).
         """
+
+    def presigned_put_urls(
+        self, items: Sequence[tuple[str, str]], *, expires_in: int
+    ) -> builtins.list[str]:  # bare "list" is the method below
+        """``presigned_put_url`` of many ``(key, md5_hex)`` pairs (a backend may sign them
+        faster together)."""
+        return [self.presigned_put_url(k, m, expires_in=expires_in) for k, m in items]
 
     @abc.abstractmethod
     def presigned_get_url(self, key: str, *, expires_in: int) -> str:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import builtins
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
 import boto3
-from botocore.auth import S3SigV4QueryAuth
-from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from botocore.utils import percent_encode
 
+from objectstore import sigv4
 from objectstore.base import (
     DELETE_BATCH_SIZE,
     InvalidRange,
@@ -247,11 +246,17 @@ class S3ObjectStore(ObjectStore):
     # --- presigned URLs -------------------------------------------------------------------------
 
     def presigned_put_url(self, key: str, md5_hex: str, *, expires_in: int) -> str:
-        """A PUT URL with Content-MD5 among the signed headers (SigV4 query signing).
+        return self.presigned_put_urls([(key, md5_hex)], expires_in=expires_in)[0]
 
-        Signs with botocore's own SigV4 signer, but without botocore's per-call request
-        pipeline (endpoint rules, event handlers): 3x faster, and a batch asks for 500. The
-        URL is byte-for-byte what ``generate_presigned_url`` gives (a test checks).
+    def presigned_put_urls(
+        self, items: Sequence[tuple[str, str]], *, expires_in: int
+    ) -> builtins.list[str]:  # bare "list" is the method below
+        """PUT URLs with Content-MD5 among the signed headers (SigV4 query signing).
+
+        Signed by ``objectstore.sigv4`` with one signing key for the whole batch instead of
+        botocore's per-call pipeline (endpoint rules, event handlers, key derivation): 500
+        URLs in a few milliseconds. The URLs are byte-for-byte what ``generate_presigned_url``
+        gives (a test checks).
         """
         base = self._presign_base
         if base is None:
@@ -264,15 +269,14 @@ class S3ObjectStore(ObjectStore):
         credentials = cast(Any, self.presign_client)._request_signer._credentials
         if credentials is None:
             raise ObjectStoreError("no S3 credentials to sign upload URLs with")
-        request = AWSRequest(
-            method="PUT",
-            url=base + percent_encode(key, safe="/~"),
-            headers={"Content-MD5": content_md5_header(md5_hex)},
+        frozen = credentials.get_frozen_credentials()
+        return sigv4.presign_puts(
+            base,
+            [(key, content_md5_header(md5_hex)) for key, md5_hex in items],
+            credentials=sigv4.Credentials(frozen.access_key, frozen.secret_key, frozen.token),
+            region=self.region,
+            expires_in=expires_in,
         )
-        S3SigV4QueryAuth(
-            credentials.get_frozen_credentials(), "s3", self.region, expires=expires_in
-        ).add_auth(request)
-        return str(request.url)
 
     def presigned_put_url_botocore(self, key: str, md5_hex: str, *, expires_in: int) -> str:
         """The same URL through botocore's full pipeline (the reference for tests)."""

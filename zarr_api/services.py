@@ -42,6 +42,7 @@ from zarr_api.selectors import (
     archive_view,
     parse_zarr_id,
     pending_changes,
+    remember_written_listings,
     user_can_write,
 )
 from zarr_api.storage import get_store
@@ -232,17 +233,15 @@ def pack_batch_start(*, user: Any, archive: ZarrArchive, body: Any) -> PackTarge
                 'archive created with "layout": "sharded" (or converted with POST pack/)'
             )
         _open_batch_exists(archive)
-        _check_file_directory_clashes(paths, archive_view(archive))
+        _check_file_directory_clashes(paths, archive_view(archive, cached=True))
         batch = _create_open_batch(archive, user, Batch.Kind.PACK)
         created = shards.declare_shards(archive, batch, declarations)
-    store = get_store()
-    expiry = settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+    urls = get_store().presigned_put_urls(
+        [(s.key, s.md5) for s in created],
+        expires_in=settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS,
+    )
     return PackTargets(
-        batch,
-        [
-            UploadTarget(s.name, store.presigned_put_url(s.key, s.md5, expires_in=expiry))
-            for s in created
-        ],
+        batch, [UploadTarget(s.name, url) for s, url in zip(created, urls, strict=True)]
     )
 
 
@@ -266,22 +265,16 @@ def batch_start(*, user: Any, archive: ZarrArchive, files: Any) -> list[UploadTa
         _require_unfrozen(archive)
         _require_idle(archive)
         _open_batch_exists(archive)
-        _check_file_directory_clashes(paths, archive_view(archive))
+        _check_file_directory_clashes(paths, archive_view(archive, cached=True))
         batch = _create_open_batch(archive, user, Batch.Kind.UPLOAD)
         BatchFile.objects.bulk_create(
             BatchFile(batch=batch, path=f["path"], md5=f["etag"]) for f in files
         )
-    store = get_store()
-    expiry = settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
-    return [
-        UploadTarget(
-            f["path"],
-            store.presigned_put_url(
-                archive.storage_prefix + f["path"], f["etag"], expires_in=expiry
-            ),
-        )
-        for f in files
-    ]
+    urls = get_store().presigned_put_urls(
+        [(archive.storage_prefix + f["path"], f["etag"]) for f in files],
+        expires_in=settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS,
+    )
+    return [UploadTarget(f["path"], url) for f, url in zip(files, urls, strict=True)]
 
 
 def _open_batch(archive: ZarrArchive) -> Batch:
@@ -418,8 +411,14 @@ def batch_cancel(*, user: Any | None, archive: ZarrArchive, reason: str = "cance
         for path in paths:
             info = heads[path]
             known = committed[path]
-            if info is not None and known is not None and info.etag == known.md5:
-                continue  # untouched by this batch
+            # A packed file has no loose object: one at its key is this batch's, whatever its md5.
+            if (
+                path not in packed
+                and info is not None
+                and known is not None
+                and info.etag == known.md5
+            ):
+                continue  # storage still holds the archive's version
             if info is not None:
                 to_delete.append(path)
             if known is not None and path not in packed:
@@ -524,7 +523,9 @@ def archive_propagate(archive_pk: int) -> TreeSummary | None:
         if not batch_ids:
             return None
         changes = pending_changes(archive, batch_ids)
-        summary = apply_changes(archive_tree(archive), changes)
+        tree = archive_tree(archive)
+        tree.keep_written = True
+        summary = apply_changes(tree, changes)
         locations = shards.apply_locations(archive, batch_ids)
         if locations.packed:
             packed = locations.packed
@@ -536,6 +537,10 @@ def archive_propagate(archive_pk: int) -> TreeSummary | None:
             checksum=summary.digest, file_count=summary.count, size=summary.size, modified=now
         )
         Batch.objects.filter(pk__in=batch_ids).update(state=Batch.State.APPLIED, applied=now)
+        zarr_id, written = str(archive.zarr_id), tree.written
+        transaction.on_commit(
+            lambda: remember_written_listings(zarr_id, now, summary.digest, written)
+        )
     logger.info(
         "archive %s: applied %d batch(es), %s", archive.zarr_id, len(batch_ids), summary.digest
     )
