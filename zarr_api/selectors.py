@@ -79,14 +79,33 @@ def archive_tree(archive: ZarrArchive) -> StorageChecksumTree:
 _listing_cache: ListingCache | None = None
 
 
+def _tree_version(archive: ZarrArchive) -> tuple[Any, str]:
+    # Every tree update and audit advances ``modified`` when it commits a new tree.
+    return (archive.modified, archive.checksum)
+
+
 def archive_tree_for_reads(archive: ZarrArchive) -> CachedTreeReader:
-    """The applied tree as of the archive row read, with listings cached (browsing only;
-    batch checks and updates read storage directly)."""
+    """The applied tree as of the archive row read, with listings cached (browsing and the
+    path checks of a batch start; cancels, deletes and tree updates read storage directly)."""
     global _listing_cache
     if _listing_cache is None:
         _listing_cache = ListingCache(settings.DANDIZARR_LISTING_CACHE_ENTRIES)
-    version = (archive.modified, archive.checksum)
-    return CachedTreeReader(archive_tree(archive), version, _listing_cache)
+    return CachedTreeReader(archive_tree(archive), _tree_version(archive), _listing_cache)
+
+
+def remember_written_listings(
+    zarr_id: str, modified: Any, checksum: str, listings: dict[str, DirectoryListing]
+) -> None:
+    """The listings a committed tree update wrote, cached for reads of the version it made, so
+    the next batch start of the archive checks its paths without reading them back.
+
+    Only where this process already serves reads (a web process with inline tasks); a Celery
+    worker never reads through the cache, so it keeps none."""
+    if _listing_cache is None:
+        return
+    version = (modified, checksum)
+    for directory, listing in listings.items():
+        _listing_cache.put((zarr_id, version, directory), listing)
 
 
 def pending_changes(
@@ -114,7 +133,7 @@ class ArchiveView:
     Reads each directory's .checksum at most once, all of one call's directories in parallel.
     """
 
-    tree: StorageChecksumTree
+    tree: StorageChecksumTree | CachedTreeReader
     pending: dict[str, FileState | None]
 
     def __post_init__(self) -> None:
@@ -157,8 +176,12 @@ class ArchiveView:
         return {path: self.file_state(path) for path in paths}
 
 
-def archive_view(archive: ZarrArchive) -> ArchiveView:
-    return ArchiveView(archive_tree(archive), pending_changes(archive))
+def archive_view(archive: ZarrArchive, *, cached: bool = False) -> ArchiveView:
+    """The archive as its pending batches will leave it. ``cached``: the tree's listings come
+    from the read cache (safe for the path checks of a start: changes are absolute, so the
+    overlay of pending batches gives the same answer over any tree version they start from)."""
+    tree = archive_tree_for_reads(archive) if cached else archive_tree(archive)
+    return ArchiveView(tree, pending_changes(archive))
 
 
 @dataclass(frozen=True)

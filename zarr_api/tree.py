@@ -57,6 +57,10 @@ class StorageChecksumTree:
     reads: int = 0
     writes: int = 0
     deletes: int = 0
+    # With ``keep_written``, every listing written, by directory (a tree update hands them to
+    # the read cache once committed).
+    keep_written: bool = False
+    written: dict[str, DirectoryListing] = field(default_factory=dict, repr=False)
     _counter_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # Totals over every tree in this process, for benchmarks and metrics.
@@ -85,6 +89,8 @@ class StorageChecksumTree:
 
     def write_many(self, listings: Mapping[str, DirectoryListing]) -> None:
         self._count(writes=len(listings))
+        if self.keep_written:
+            self.written.update(listings)
         self.store.put_many(
             {checksum_key(self.zarr_id, d): encode_checksum_file(v) for d, v in listings.items()},
             mapper=storage_map,
@@ -155,3 +161,18 @@ class CachedTreeReader:
         listing = self.tree.read(directory)
         self.cache.put(key, listing)
         return listing
+
+    def read_many(self, directories: Sequence[str]) -> dict[str, DirectoryListing | None]:
+        """Cached listings, the others read concurrently (and cached)."""
+        found: dict[str, DirectoryListing | None] = {}
+        misses = []
+        for directory in directories:
+            hit, listing = self.cache.get((self.tree.zarr_id, self.version, directory))
+            if hit:
+                found[directory] = listing
+            else:
+                misses.append(directory)
+        for directory, listing in self.tree.read_many(misses).items():
+            self.cache.put((self.tree.zarr_id, self.version, directory), listing)
+            found[directory] = listing
+        return {directory: found[directory] for directory in directories}

@@ -20,8 +20,9 @@ def test_pages_and_entries_of_a_directory_read_its_checksum_once_per_version(
         assert response.status_code == 200
     entry = owner.client.get(f"/api/zarr/{zarr_id}/files/big/007").json()
     assert entry["digest"] == md5(b"7")
-    # "big" as a directory, once; "big/007" is no directory (its own probe), once.
-    assert StorageChecksumTree.total_reads - reads == 2
+    # "big" comes from what the tree update wrote (the batch start made this process's cache);
+    # "big/007" is no directory: its own probe reads storage once.
+    assert StorageChecksumTree.total_reads - reads == 1
     # A new batch is a new version of the tree: its listings are read afresh.
     assert upload(owner.client, zarr_id, {"big/007": b"seven"}).status_code == 200
     entry = owner.client.get(f"/api/zarr/{zarr_id}/files/big/007").json()
@@ -44,3 +45,27 @@ def test_listing_cache_holds_at_most_its_entries_and_drops_the_oldest() -> None:
     assert cache.get("huge") == (False, None)
     cache.put("absent", None)
     assert cache.get("absent") == (True, None)
+
+
+def test_batch_start_checks_paths_against_the_listings_the_last_update_wrote(
+    owner: Actor, zarr_id: str
+) -> None:
+    """The tree update hands what it wrote to this process's read cache: the next start reads
+    no .checksum back from storage, and still sees what the update changed."""
+    owner.client.get(f"/api/zarr/{zarr_id}/")  # this process serves reads, as a web process does
+    assert owner.client.get(f"/api/zarr/{zarr_id}/files/").status_code == 200
+    url = f"/api/zarr/{zarr_id}/upload/"
+    assert upload(owner.client, zarr_id, {"a/b/c": b"1"}).status_code == 200
+    reads = StorageChecksumTree.total_reads
+    response = owner.client.post(url, [{"path": "a/b", "etag": md5(b"")}], format="json")
+    assert response.status_code == 400
+    assert "'a/b' is a directory" in response.json()["detail"]
+    response = owner.client.post(url, [{"path": "a/b/x", "etag": md5(b"x")}], format="json")
+    assert response.status_code == 200, response.content
+    assert StorageChecksumTree.total_reads == reads
+    assert owner.client.delete(url).status_code == 204
+    # A second update: the cache follows the new version ("a/b/x" is now a file).
+    assert upload(owner.client, zarr_id, {"a/b/x": b"x"}).status_code == 200
+    response = owner.client.post(url, [{"path": "a/b/x/y", "etag": md5(b"")}], format="json")
+    assert response.status_code == 400
+    assert "inside 'a/b/x'" in response.json()["detail"]

@@ -326,6 +326,23 @@ def test_cancel_of_a_loose_overwrite_keeps_the_packed_file(
     assert_tree_matches_storage(zarr_id)
 
 
+def test_cancel_of_a_loose_copy_with_a_packed_files_own_bytes_deletes_the_copy(
+    owner: Actor, dandiset: str, s3_storage: str
+) -> None:
+    """Same bytes as the packed file, so the same md5: still the batch's own upload (a packed
+    file has no loose object), so the cancel deletes it."""
+    files = array_files()
+    zarr_id = upload_sharded(owner, dandiset, files)
+    checksum = owner.client.get(f"/api/zarr/{zarr_id}/").json()["checksum"]
+    upload(owner.client, zarr_id, {"arr/5.5": files["arr/5.5"]}, complete=False)
+    assert "arr/5.5" in storage_listing(zarr_id)
+    assert owner.client.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    assert "arr/5.5" not in storage_listing(zarr_id)
+    assert owner.client.get(f"/api/zarr/{zarr_id}/").json()["checksum"] == checksum
+    assert read_file(owner, zarr_id, "arr/5.5") == files["arr/5.5"]
+    assert_tree_matches_storage(zarr_id)
+
+
 def test_converting_a_loose_archive_keeps_its_checksum(
     owner: Actor, stranger: Actor, dandiset: str, s3_storage: str, settings: Any
 ) -> None:
