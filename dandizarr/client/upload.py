@@ -8,12 +8,10 @@ ahead, so per batch only "POST upload" and "POST complete" are serial.
 Every file is read again for its PUT and its md5 compared with the one declared in the batch:
 a file that changed on disk since it was hashed is not uploaded but reported.
 
-With ``pack`` (docs/sharded.md) the chunk files of the arrays (found from the local
-``.zarray`` / ``zarr.json``) are not PUT one by one: once hashing is done they are planned into
-shards (``sharding.packing``), each shard is built locally (member files read again and checked
-against their md5), and the shards go in *pack batches* (start, parallel PUTs, complete, then
-the server's worker checks every member's md5 and applies the batch). Metadata and files off
-the chunk grids go first, in ordinary batches.
+With ``pack`` (docs/sharded.md) the chunk files of the arrays are not PUT one by one but
+packed into shards and sent in pack batches: that path is ``dandizarr.client.pack``, whose
+``PackUploader`` the ``Uploader`` hands the chunk files (producer thread) and the pack batches
+(main thread). Metadata and files off the chunk grids go first, in ordinary batches.
 """
 
 from __future__ import annotations
@@ -21,19 +19,16 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import io
 import os
 import queue
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 
@@ -51,6 +46,9 @@ from dandizarr.client.models import Archive, RemoteFile
 from dandizarr.client.progress import Progress
 from dandizarr.client.retry import request_with_retry
 
+if TYPE_CHECKING:
+    from dandizarr.client.pack import PackUploader, PreparedShard
+
 # Files up to this size are read whole (hashed before the PUT, so a changed file is never
 # sent); larger ones are streamed and hashed while sent.
 STREAM_THRESHOLD = 16 << 20
@@ -58,13 +56,6 @@ STREAM_THRESHOLD = 16 << 20
 DEFAULT_MAX_BATCH_BYTES = 2 << 30
 # Fresh URLs for one batch (expired URLs, files changed on disk) at most this many times.
 MAX_BATCH_RESTARTS = 4
-# Members per pack batch when the service does not say (older services have no pack batches).
-DEFAULT_PACK_MEMBER_LIMIT = 100_000
-# Pack batches built ahead of the one being uploaded (each up to ``max_batch_bytes``).
-PACK_BATCHES_AHEAD = 1
-# Shards up to this size are built in memory, larger ones in a temporary directory (so at most
-# two pack batches' worth of temporary disk, and little memory, is used).
-SHARD_IN_MEMORY = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -218,7 +209,7 @@ class PutStatus(Enum):
 
 @dataclass(frozen=True)
 class PutOutcome:
-    entry: Any  # LocalFile, or PreparedShard for a pack batch
+    entry: Any  # LocalFile, or pack.PreparedShard for a pack batch
     status: PutStatus
     error: str = ""
 
@@ -230,110 +221,8 @@ def _raise_unless_open_batch(error: BatchConflict) -> None:
         raise ClientError(f"the server refused the batch: {error.detail}") from None
 
 
-def _named(item: Any) -> str:
-    """A shard named in a 400 of complete: a name, or ``{"name"|"path", ...}``."""
-    if isinstance(item, dict):
-        return str(item.get("name") or item.get("path") or item)
-    return str(item)
-
-
 class FileChangedError(Exception):
     pass
-
-
-@dataclass
-class PreparedShard:
-    """A shard built locally: in memory (``data``) or in a temporary file (``file``)."""
-
-    name: str
-    size: int
-    md5: str
-    members: tuple[Any, ...]  # sharding.packing.MemberRecord
-    entries: tuple[LocalFile, ...]  # the member files, as hashed
-    data: bytes | None = None
-    file: Path | None = None
-    chunks_per_shard: tuple[int, ...] | None = None  # the shape of the shard's index
-
-    @property
-    def member_bytes(self) -> int:
-        return sum(e.size for e in self.entries)
-
-    def read(self) -> bytes:
-        if self.data is not None:
-            return self.data
-        assert self.file is not None
-        return self.file.read_bytes()
-
-    def write(self, data: bytes) -> None:
-        """Replace the shard's bytes (tests use it to corrupt a member); md5 and size follow."""
-        if self.file is not None and self.data is None:
-            self.file.write_bytes(data)
-        else:
-            self.data = bytes(data)
-        self.size = len(data)
-        self.md5 = hashlib.md5(data).hexdigest()
-
-    def body(self) -> Any:
-        if self.data is not None:
-            return self.data
-        assert self.file is not None
-        return self.file.open("rb")
-
-    def discard(self) -> None:
-        self.data = None
-        if self.file is not None:
-            with contextlib.suppress(FileNotFoundError):
-                self.file.unlink()
-
-    def request_json(self) -> dict[str, Any]:
-        declared: dict[str, Any] = {"name": self.name, "etag": self.md5, "size": self.size}
-        if self.chunks_per_shard is not None:
-            declared["chunks_per_shard"] = list(self.chunks_per_shard)
-        return {
-            **declared,
-            "members": [
-                {
-                    "path": m.path,
-                    "md5": m.md5,
-                    "size": m.length,
-                    "offset": m.offset,
-                    "slot": m.slot,
-                }
-                for m in self.members
-            ],
-        }
-
-
-@dataclass
-class PackBatch:
-    """Shards to send in one pack batch, built by the producer thread."""
-
-    shards: list[PreparedShard]
-
-    @property
-    def member_count(self) -> int:
-        return sum(len(s.members) for s in self.shards)
-
-    def discard(self) -> None:
-        for shard in self.shards:
-            shard.discard()
-
-
-def fit_chunks_per_shard(chunks_per_shard: Sequence[int], limit: int) -> tuple[int, ...]:
-    """Shrink a shard shape (first dimensions first: shards grow from the last) until a shard
-    has at most ``limit`` slots, so one shard always fits in a pack batch."""
-    cps = [int(n) for n in chunks_per_shard]
-    while len(cps) and _prod(cps) > max(1, limit):
-        d = next(i for i, n in enumerate(cps) if n > 1)
-        cps[d] = max(1, min(cps[d] // 2, cps[d] - 1))
-    return tuple(cps)
-
-
-def _prod(values: Iterable[int]) -> int:
-    result = 1
-    for v in values:
-        result *= v
-    return result
 
 
 class HashingReader:
@@ -379,7 +268,11 @@ def _bad_digest(response: requests.Response) -> bool:
 
 
 _DONE = object()
-_PACK_START = object()  # the producer is done with loose files; pack batches follow
+
+
+def _no_chunk(path: str) -> bool:
+    """The chunk test of an upload without ``pack``: every file is loose."""
+    return False
 
 
 def _refused(item: Any, response: requests.Response) -> PutOutcome:
@@ -412,13 +305,14 @@ class Uploader:
         self._stop = threading.Event()
         self._counter_lock = threading.Lock()
         self._entries: list[LocalFile] = []
-        # Pack mode: the shard layouts of the local arrays, and bounded look-ahead for builds.
-        self._layouts: list[Any] = []
-        self._pack_slots = threading.Semaphore(PACK_BATCHES_AHEAD + 1)
-        self._pack_batch: PackBatch | None = None
-        self._scratch: Path | None = None
         # Called with each shard once built, before its batch starts (tests corrupt members).
         self.after_build: Callable[[PreparedShard], None] | None = None
+        # The pack path (dandizarr.client.pack), with ``pack``.
+        self.packer: PackUploader | None = None
+        if options.pack:
+            from dandizarr.client.pack import PackUploader
+
+            self.packer = PackUploader(self)
 
     @property
     def zarr_id(self) -> str:
@@ -465,18 +359,16 @@ class Uploader:
                     f"{len(remote_only):,} files on the server are absent locally and are kept "
                     "(--sync deletes them)"
                 )
-        if self.options.pack:
-            self._layouts = self._plan_layouts(
-                [path for path, _ in local], info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
-            )
+        if self.packer is not None:
+            self.packer.plan_layouts([path for path, _ in local], info)
         self.result.add_time("scan", scan_started)
         self.progress.start(self.result.local_files, self.result.local_bytes)
         try:
             self._pipeline([path for path, _ in local], remote, info)
         finally:
             self.progress.close()
-            if self._scratch is not None:
-                shutil.rmtree(self._scratch, ignore_errors=True)
+            if self.packer is not None:
+                self.packer.cleanup()
         verify_started = time.perf_counter()
         self._verify(remote if not self.options.sync else {}, local_paths)
         self.result.add_time("verify", verify_started)
@@ -595,6 +487,8 @@ class Uploader:
     # --- hashing and batching ----------------------------------------------------------------
 
     def _pipeline(self, paths: list[str], remote: dict[str, RemoteFile], info: Any) -> None:
+        from dandizarr.client.pack import PackBatch
+
         batches: queue.Queue[Any] = queue.Queue(maxsize=4)
         producer = threading.Thread(
             target=self._produce,
@@ -614,11 +508,8 @@ class Uploader:
                         raise item
                     raise ClientError(f"reading the local files failed: {item}") from item
                 if isinstance(item, PackBatch):
-                    try:
-                        self._upload_pack_batch(item, pool)
-                    finally:
-                        item.discard()
-                        self._pack_slots.release()
+                    assert self.packer is not None
+                    self.packer.upload_batch(item, pool)
                 else:
                     self._upload_batch(item, pool)
         except BaseException:
@@ -663,7 +554,7 @@ class Uploader:
 
         jobs = self.options.hash_jobs or min(8, os.cpu_count() or 1)
         hashed = md5_files(self.root, paths, jobs=jobs)
-        is_chunk = self._chunk_test()
+        is_chunk = self.packer.chunk_test() if self.packer is not None else _no_chunk
         held: list[LocalFile] = []  # chunk files, packed once hashing is done
         try:
             batch: list[LocalFile] = []
@@ -698,9 +589,8 @@ class Uploader:
                 elif not add_loose(entry):
                     return
             if held:
-                from sharding.packing import plan_shards
-
-                plans, loose = plan_shards(self._layouts, [e.path for e in held])
+                assert self.packer is not None
+                plans, loose = self.packer.plan_shards([e.path for e in held])
                 by_path = {e.path: e for e in held}
                 for path in loose:
                     if not add_loose(by_path[path]):
@@ -708,7 +598,7 @@ class Uploader:
                 if batch and not put(batch):
                     return
                 batch = []
-                if not self._produce_packs(plans, by_path, info, put):
+                if not self.packer.produce(plans, by_path, info, put):
                     return
             if batch and not put(batch):
                 return
@@ -719,312 +609,6 @@ class Uploader:
             close = getattr(hashed, "close", None)
             if close is not None:
                 close()
-
-    # --- packing (docs/sharded.md) ------------------------------------------------------------
-
-    def _plan_layouts(self, paths: Sequence[str], member_limit: int) -> list[Any]:
-        """The shard layout of every array found in the local metadata files."""
-        from sharding.packing import (
-            METADATA_NAMES,
-            PackingError,
-            ShardLayout,
-            default_chunks_per_shard,
-            find_grids,
-        )
-
-        metadata = {}
-        for path in paths:
-            if path.rpartition("/")[2] in METADATA_NAMES:
-                try:
-                    metadata[path] = (self.root / path).read_bytes()
-                except OSError as error:
-                    raise ClientError(f"cannot read {path}: {error}") from error
-        try:
-            grids = find_grids(metadata)
-        except PackingError as error:
-            raise ClientError(f"cannot pack: {error}") from None
-        layouts = []
-        for grid in grids:
-            cps = (
-                default_chunks_per_shard(grid, self.options.shard_target_bytes)
-                if self.options.shard_target_bytes
-                else default_chunks_per_shard(grid)
-            )
-            layouts.append(ShardLayout(grid, fit_chunks_per_shard(cps, member_limit)))
-        if not layouts:
-            self.progress.message("no zarr arrays found: every file is uploaded loose")
-        else:
-            self._scratch = Path(tempfile.mkdtemp(prefix="dandizarr-shards-"))
-        return layouts
-
-    def _chunk_test(self) -> Callable[[str], bool]:
-        """Whether a path is a chunk file of one of the arrays (so it goes into a shard)."""
-        by_dir: dict[str, list[Any]] = {}
-        for layout in self._layouts:
-            by_dir.setdefault(layout.grid.array_path, []).append(layout)
-        if not by_dir:
-            return lambda path: False
-
-        def is_chunk(path: str) -> bool:
-            parts = path.split("/")
-            for i in range(len(parts)):
-                for layout in by_dir.get("/".join(parts[:i]), ()):
-                    if layout.grid.chunk_coords(path) is not None:
-                        return True
-            return False
-
-        return is_chunk
-
-    def _produce_packs(
-        self,
-        plans: Sequence[Any],
-        by_path: dict[str, LocalFile],
-        info: Any,
-        put: Callable[[Any], bool],
-    ) -> bool:
-        """Build the shards, batch by batch (bounded look-ahead), and queue the batches."""
-        shard_limit: int = info.batch_limit
-        member_limit: int = info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
-        groups: list[list[Any]] = []
-        members = nbytes = 0
-        for plan in plans:
-            size = sum(by_path[m.path].size for m in plan.members)
-            size += 16 * plan.layout.slots() + 4
-            if groups and (
-                len(groups[-1]) < shard_limit
-                and members + len(plan.members) <= member_limit
-                and nbytes + size <= self.options.max_batch_bytes
-            ):
-                groups[-1].append(plan)
-                members += len(plan.members)
-                nbytes += size
-            else:
-                groups.append([plan])
-                members, nbytes = len(plan.members), size
-        workers = max(1, min(self.client.jobs, os.cpu_count() or 1, 16))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dandizarr-pack") as pool:
-            for group in groups:
-                while not self._pack_slots.acquire(timeout=0.2):
-                    if self._stop.is_set():
-                        return False
-                if self._stop.is_set():
-                    return False
-                built = [
-                    shard
-                    for shard in pool.map(lambda plan: self._build_shard(plan, by_path), group)
-                    if shard is not None
-                ]
-                if not built:
-                    self._pack_slots.release()
-                    continue
-                if not put(PackBatch(built)):
-                    for shard in built:
-                        shard.discard()
-                    return False
-        return True
-
-    def _build_shard(self, plan: Any, by_path: dict[str, LocalFile]) -> PreparedShard | None:
-        """Build one shard from the member files on disk; a file that no longer has the md5 it
-        was hashed with is left out and reported (as a loose upload does)."""
-        from sharding.packing import build_shard
-
-        if self._stop.is_set():
-            return None
-        entries = [by_path[m.path] for m in plan.members]
-        slots = {m.path: m.slot for m in plan.members}
-        included: list[LocalFile] = []
-
-        def members() -> Iterator[tuple[str, int | None, bytes]]:
-            for entry in entries:
-                try:
-                    data = (self.root / entry.path).read_bytes()
-                except FileNotFoundError:
-                    self._report_changed(entry, "deleted")
-                    continue
-                if len(data) != entry.size or hashlib.md5(data).hexdigest() != entry.md5:
-                    self._report_changed(entry, "content differs from its hash")
-                    continue
-                included.append(entry)
-                yield entry.path, slots[entry.path], data
-
-        estimate = sum(e.size for e in entries) + 16 * plan.layout.slots() + 4
-        cps = plan.layout.chunks_per_shard
-        if estimate <= SHARD_IN_MEMORY or self._scratch is None:
-            sink = io.BytesIO()
-            built = build_shard(cps, members(), sink)
-            shard = PreparedShard(
-                plan.name, built.size, built.md5, built.members, (), data=sink.getvalue()
-            )
-        else:
-            target = self._scratch / f"{hashlib.sha1(plan.name.encode()).hexdigest()}.shard"
-            with target.open("wb") as file:
-                built = build_shard(cps, members(), file)
-            shard = PreparedShard(plan.name, built.size, built.md5, built.members, (), file=target)
-        shard.entries = tuple(included)
-        shard.chunks_per_shard = tuple(cps)
-        if not included:
-            shard.discard()
-            return None
-        if self.after_build is not None:
-            self.after_build(shard)
-        return shard
-
-    def _report_changed(self, entry: LocalFile, why: str) -> None:
-        with self._counter_lock:
-            self.result.changed_files.append(entry.path)
-        self.progress.message(f"{entry.path} changed on disk after it was hashed ({why}); not sent")
-
-    def _upload_pack_batch(self, batch: PackBatch, pool: ThreadPoolExecutor) -> None:
-        shards = batch.shards
-        restarts = 0
-        while True:
-            started = time.perf_counter()
-            batch_id, urls = self._start_pack(shards)
-            self.result.add_time("start", started)
-            started = time.perf_counter()
-            outcomes = list(pool.map(self._put_shard, shards, urls))
-            self.result.add_time("put", started)
-            expired = [o for o in outcomes if o.status is PutStatus.EXPIRED]
-            failed = [o for o in outcomes if o.status is PutStatus.FAILED]
-            if failed:
-                first = failed[0]
-                more = f" (and {len(failed) - 1} more shards)" if len(failed) > 1 else ""
-                raise ClientError(f"uploading shard {first.entry.name} failed: {first.error}{more}")
-            if expired:
-                self._cancel()
-                for outcome in outcomes:
-                    if outcome.status is PutStatus.OK:
-                        shard = outcome.entry
-                        self.progress.advance(-len(shard.entries), -shard.member_bytes)
-                restarts += 1
-                self.result.batch_restarts += 1
-                if restarts > MAX_BATCH_RESTARTS:
-                    raise ClientError(
-                        f"storage kept refusing the upload URLs of shard {expired[0].entry.name} "
-                        f"and {len(expired) - 1} more: {expired[0].error}"
-                    )
-                self.progress.message(
-                    f"{len(expired)} upload URLs were refused ({expired[0].error}); "
-                    "starting the pack batch again with fresh ones"
-                )
-                continue
-            started = time.perf_counter()
-            batch_id = self._complete_pack(shards, urls, batch_id)
-            self.result.add_time("complete", started)
-            started = time.perf_counter()
-            state = self.client.wait_for_batch(
-                self.zarr_id,
-                batch_id,
-                timeout=self.options.checksum_timeout,
-                progress=self.progress,
-            )
-            self.result.add_time("apply", started)
-            if state.get("state") != "applied":
-                error = state.get("error") or f"the batch is {state.get('state')}"
-                raise ClientError(
-                    f"the server refused pack batch {batch_id} of zarr archive {self.zarr_id}: "
-                    f"{error}"
-                )
-            files = sum(len(s.entries) for s in shards)
-            nbytes = sum(s.member_bytes for s in shards)
-            self.result.batches += 1
-            self.result.pack_batches += 1
-            self.result.shards += len(shards)
-            self.result.uploaded_files += files
-            self.result.uploaded_bytes += nbytes
-            self.result.packed_files += files
-            self.result.packed_bytes += nbytes
-            return
-
-    def _start_pack(self, shards: Sequence[PreparedShard]) -> tuple[int, list[str]]:
-        assert self.journal is not None
-        body = [s.request_json() for s in shards]
-        self.journal.record(sum(len(s.members) for s in shards))
-        retries_before = self.client.retries.count
-        try:
-            batch_id, urls = self.client.start_pack_batch(self.zarr_id, body)
-        except BatchConflict as error:
-            if self.client.retries.count == retries_before:
-                self.journal.clear()
-                _raise_unless_open_batch(error)
-                raise BatchConflict(
-                    f"another upload batch was opened on zarr archive {self.zarr_id} while this "
-                    "upload was running; another client is uploading to it",
-                    status=409,
-                    method="POST",
-                    url=self.client.url(f"/api/zarr/{self.zarr_id}/upload/"),
-                ) from None
-            self.client.cancel_batch(self.zarr_id)
-            batch_id, urls = self.client.start_pack_batch(self.zarr_id, body)
-        except ApiError as error:
-            self.journal.clear()
-            named = error.body.get("paths") if isinstance(error.body, dict) else None
-            if named:
-                shown = ", ".join(map(str, named[:5])) + (" ..." if len(named) > 5 else "")
-                message = f"the server refused the pack batch: {error.detail}: {shown}"
-                raise ClientError(message) from None
-            raise
-        self._batch_open = True
-        self._batch_number += 1
-        self.progress.batch(self._batch_number, [m.path for s in shards for m in s.members])
-        return batch_id, urls
-
-    def _complete_pack(
-        self, shards: Sequence[PreparedShard], urls: Sequence[str], batch_id: int
-    ) -> int:
-        """Complete the pack batch (PUT again what storage lost, once); its id."""
-        assert self.journal is not None
-        for attempt in range(2):
-            try:
-                response = self.client.complete_batch(self.zarr_id)
-            except NotFound:
-                response = None  # completed by an earlier try whose answer was lost
-            if response is None or response.status_code == 200:
-                self._batch_open = False
-                self.journal.clear()
-                body = response.json() if response is not None and response.content else {}
-                answered = body.get("batch") if isinstance(body, dict) else None
-                return answered if isinstance(answered, int) else batch_id
-            body = response.json() if response.content else {}
-            missing = {_named(m) for m in body.get("missing", [])}
-            missing.update(_named(m) for m in body.get("mismatched", []))
-            if attempt == 1 or not missing:
-                raise ClientError(
-                    f"the server did not accept the pack batch: {body.get('detail', body)}"
-                    + (f" ({', '.join(sorted(missing)[:5])})" if missing else "")
-                )
-            again = [(s, u) for s, u in zip(shards, urls, strict=True) if s.name in missing]
-            outcomes = [self._put_shard(s, u, count=False) for s, u in again]
-            bad = [o for o in outcomes if o.status is not PutStatus.OK]
-            if bad:
-                raise ClientError(
-                    f"uploading shard {bad[0].entry.name} again failed: {bad[0].error}"
-                )
-        raise AssertionError("unreachable")
-
-    def _put_shard(self, shard: PreparedShard, url: str, *, count: bool = True) -> PutOutcome:
-        if self._abort.is_set():
-            return PutOutcome(shard, PutStatus.ABORTED)
-        opened: list[Any] = []
-
-        def body_factory() -> Any:
-            body = shard.body()
-            if not isinstance(body, bytes):
-                opened.append(body)
-            return body
-
-        try:
-            response = self._send_put(url, shard.md5, body_factory)
-        except (TransientError, requests.RequestException, OSError) as error:
-            return PutOutcome(shard, PutStatus.FAILED, str(error))
-        finally:
-            for file in opened:
-                file.close()
-        if response.ok:
-            if count:
-                self.progress.advance(len(shard.entries), shard.member_bytes)
-            return PutOutcome(shard, PutStatus.OK)
-        return _refused(shard, response)
 
     # --- one batch ---------------------------------------------------------------------------
 
@@ -1108,9 +692,7 @@ class Uploader:
                 message = f"the server refused the batch: {error.detail}: {shown}"
                 raise ClientError(message) from None
             raise
-        self._batch_open = True
-        self._batch_number += 1
-        self.progress.batch(self._batch_number, [e.path for e in pending])
+        self._batch_opened([e.path for e in pending])
         return urls
 
     def _complete(self, pending: Sequence[LocalFile], urls: Sequence[str]) -> None:
@@ -1123,8 +705,7 @@ class Uploader:
                 # comparison catches anything else.
                 response = None
             if response is None or response.status_code == 200:
-                self._batch_open = False
-                self.journal.clear()
+                self._batch_closed()
                 return
             body = response.json() if response.content else {}
             missing = set(body.get("missing", []))
@@ -1141,11 +722,22 @@ class Uploader:
             if bad:
                 raise ClientError(f"uploading {bad[0].entry.path} again failed: {bad[0].error}")
 
+    def _batch_opened(self, paths: list[str]) -> None:
+        """Our batch (loose or pack) is open on the server, with these files."""
+        self._batch_open = True
+        self._batch_number += 1
+        self.progress.batch(self._batch_number, paths)
+
+    def _batch_closed(self) -> None:
+        """Our batch is completed or cancelled: nothing to clean up on the way out."""
+        assert self.journal is not None
+        self._batch_open = False
+        self.journal.clear()
+
     def _cancel(self) -> None:
         assert self.journal is not None
         self.client.cancel_batch(self.zarr_id)
-        self._batch_open = False
-        self.journal.clear()
+        self._batch_closed()
 
     def _cancel_quietly(self) -> None:
         """Cancel our batch on the way out of a failure; the original error matters more."""

@@ -19,9 +19,10 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
 from dandizarr.client import ClientError, DandizarrClient
+from dandizarr.client.pack import PreparedShard
 from dandizarr.client.progress import NullProgress
 from dandizarr.client.store import ArchiveStore
-from dandizarr.client.upload import PreparedShard, Uploader, UploadOptions
+from dandizarr.client.upload import Uploader, UploadOptions
 from tests.client.conftest import Service
 
 PROTO = default_buffer_prototype()
@@ -111,11 +112,12 @@ def test_pack_v2_equals_loose_upload_and_reads_back(
 
     # 100 bytes per shard: 5 chunks of 20 bytes each, 12 shards, 2 pack batches of <= 7;
     # built in temporary files (as shards above 1 MiB are), removed afterwards.
-    monkeypatch.setattr("dandizarr.client.upload.SHARD_IN_MEMORY", 0)
+    monkeypatch.setattr("dandizarr.client.pack.SHARD_IN_MEMORY", 0)
     up = uploader(root, pack=True, shard_target_bytes=100)
     packed = up.run()
     assert packed.ok, packed.to_json()
-    assert up._scratch is not None and not up._scratch.exists()
+    assert up.packer is not None and up.packer.scratch is not None
+    assert not up.packer.scratch.exists()
     assert (packed.uploaded_files, packed.packed_files, packed.shards) == (len(files), 60, 12)
     assert packed.pack_batches == 2
     assert packed.put_requests == len(files) - 60 + 12
@@ -301,7 +303,7 @@ def test_pack_batch_left_open_by_a_killed_run_is_completed_on_resume(
         raise Killed  # after the first pack batch's shards were PUT, before complete
 
     # A kill leaves no chance to cancel: the batch stays open, the journal stays.
-    monkeypatch.setattr(first, "_complete_pack", killed)
+    monkeypatch.setattr(first.packer, "_complete", killed)
     monkeypatch.setattr(first, "_cancel_quietly", lambda: None)
     with pytest.raises(Killed):
         first.run()

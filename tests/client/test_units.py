@@ -109,7 +109,7 @@ def test_tqdm_progress_counts_files_and_bytes_including_take_backs() -> None:
 
 
 def test_shard_shapes_fit_the_pack_member_limit() -> None:
-    from dandizarr.client.upload import fit_chunks_per_shard
+    from dandizarr.client.pack import fit_chunks_per_shard
 
     assert fit_chunks_per_shard((4, 64), 1000) == (4, 64)
     assert fit_chunks_per_shard((16384,), 10_000) == (8192,)
