@@ -16,7 +16,7 @@ from checksums import DirectoryListing, FileState
 from zarr_api.exceptions import NotFound
 from zarr_api.models import Batch, BatchFile, Dandiset, Shard, ZarrArchive
 from zarr_api.storage import get_store
-from zarr_api.tree import CachedTreeReader, ListingCache, StorageChecksumTree
+from zarr_api.tree import CachedTree, ListingCache, StorageChecksumTree
 
 
 def parse_zarr_id(zarr_id: object) -> uuid.UUID | None:
@@ -76,36 +76,25 @@ def archive_tree(archive: ZarrArchive) -> StorageChecksumTree:
     return StorageChecksumTree(get_store(), str(archive.zarr_id))
 
 
+# Decoded .checksum listings of this process (web or worker), bounded by entries.
 _listing_cache: ListingCache | None = None
 
 
-def _tree_version(archive: ZarrArchive) -> tuple[Any, str]:
-    # Every tree update and audit advances ``modified`` when it commits a new tree.
-    return (archive.modified, archive.checksum)
+def tree_version(modified: Any, checksum: str) -> tuple[Any, str]:
+    """The key of one committed state of an archive's tree (see zarr_api.tree.CachedTree)."""
+    return (modified, checksum)
 
 
-def archive_tree_for_reads(archive: ZarrArchive) -> CachedTreeReader:
-    """The applied tree as of the archive row read, with listings cached (browsing and the
-    path checks of a batch start; cancels, deletes and tree updates read storage directly)."""
+def archive_tree_cached(archive: ZarrArchive) -> CachedTree:
+    """The archive's tree as of the row read, listings through this process's cache. Read the
+    row under the archive's TreeLock before a tree update, or under its row lock for the
+    path checks of a batch start."""
     global _listing_cache
     if _listing_cache is None:
         _listing_cache = ListingCache(settings.DANDIZARR_LISTING_CACHE_ENTRIES)
-    return CachedTreeReader(archive_tree(archive), _tree_version(archive), _listing_cache)
-
-
-def remember_written_listings(
-    zarr_id: str, modified: Any, checksum: str, listings: dict[str, DirectoryListing]
-) -> None:
-    """The listings a committed tree update wrote, cached for reads of the version it made, so
-    the next batch start of the archive checks its paths without reading them back.
-
-    Only where this process already serves reads (a web process with inline tasks); a Celery
-    worker never reads through the cache, so it keeps none."""
-    if _listing_cache is None:
-        return
-    version = (modified, checksum)
-    for directory, listing in listings.items():
-        _listing_cache.put((zarr_id, version, directory), listing)
+    return CachedTree(
+        archive_tree(archive), tree_version(archive.modified, archive.checksum), _listing_cache
+    )
 
 
 def pending_changes(
@@ -133,7 +122,7 @@ class ArchiveView:
     Reads each directory's .checksum at most once, all of one call's directories in parallel.
     """
 
-    tree: StorageChecksumTree | CachedTreeReader
+    tree: StorageChecksumTree | CachedTree
     pending: dict[str, FileState | None]
 
     def __post_init__(self) -> None:
@@ -180,7 +169,7 @@ def archive_view(archive: ZarrArchive, *, cached: bool = False) -> ArchiveView:
     """The archive as its pending batches will leave it. ``cached``: the tree's listings come
     from the read cache (safe for the path checks of a start: changes are absolute, so the
     overlay of pending batches gives the same answer over any tree version they start from)."""
-    tree = archive_tree_for_reads(archive) if cached else archive_tree(archive)
+    tree = archive_tree_cached(archive) if cached else archive_tree(archive)
     return ArchiveView(tree, pending_changes(archive))
 
 
@@ -199,7 +188,7 @@ class DirectoryNode:
 
 def node_get(archive: ZarrArchive, path: str) -> FileNode | DirectoryNode:
     """A file or directory of the applied tree; one .checksum read for a directory."""
-    tree = archive_tree_for_reads(archive)
+    tree = archive_tree_cached(archive)
     path = path.strip("/")
     listing = tree.read(path)
     if listing is not None:
@@ -221,7 +210,7 @@ def files_below(
 
     Walks the .checksum tree depth-first, skipping subtrees wholly before the cursor.
     """
-    tree = archive_tree_for_reads(archive)
+    tree = archive_tree_cached(archive)
 
     def walk(prefix: str) -> Iterator[FileNode]:
         listing = tree.read(prefix)

@@ -39,10 +39,11 @@ from zarr_api.paths import etag_problem, path_problem
 from zarr_api.selectors import (
     ArchiveView,
     archive_tree,
+    archive_tree_cached,
     archive_view,
     parse_zarr_id,
     pending_changes,
-    remember_written_listings,
+    tree_version,
     user_can_write,
 )
 from zarr_api.storage import get_store
@@ -523,8 +524,8 @@ def archive_propagate(archive_pk: int) -> TreeSummary | None:
         if not batch_ids:
             return None
         changes = pending_changes(archive, batch_ids)
-        tree = archive_tree(archive)
-        tree.keep_written = True
+        # Read under the TreeLock: the row names the tree's committed version.
+        tree = archive_tree_cached(archive)
         summary = apply_changes(tree, changes)
         locations = shards.apply_locations(archive, batch_ids)
         if locations.packed:
@@ -537,10 +538,7 @@ def archive_propagate(archive_pk: int) -> TreeSummary | None:
             checksum=summary.digest, file_count=summary.count, size=summary.size, modified=now
         )
         Batch.objects.filter(pk__in=batch_ids).update(state=Batch.State.APPLIED, applied=now)
-        zarr_id, written = str(archive.zarr_id), tree.written
-        transaction.on_commit(
-            lambda: remember_written_listings(zarr_id, now, summary.digest, written)
-        )
+        transaction.on_commit(lambda: tree.remember(tree_version(now, summary.digest)))
     logger.info(
         "archive %s: applied %d batch(es), %s", archive.zarr_id, len(batch_ids), summary.digest
     )

@@ -57,10 +57,6 @@ class StorageChecksumTree:
     reads: int = 0
     writes: int = 0
     deletes: int = 0
-    # With ``keep_written``, every listing written, by directory (a tree update hands them to
-    # the read cache once committed).
-    keep_written: bool = False
-    written: dict[str, DirectoryListing] = field(default_factory=dict, repr=False)
     _counter_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # Totals over every tree in this process, for benchmarks and metrics.
@@ -89,8 +85,6 @@ class StorageChecksumTree:
 
     def write_many(self, listings: Mapping[str, DirectoryListing]) -> None:
         self._count(writes=len(listings))
-        if self.keep_written:
-            self.written.update(listings)
         self.store.put_many(
             {checksum_key(self.zarr_id, d): encode_checksum_file(v) for d, v in listings.items()},
             mapper=storage_map,
@@ -146,20 +140,38 @@ class ListingCache:
 
 
 @dataclass
-class CachedTreeReader:
-    """Reads of one version of an archive's tree through the process's ListingCache."""
+class CachedTree:
+    """One version of an archive's tree, its listings read through the process's ListingCache.
+
+    The version is the archive's ``(modified, checksum)``: every tree update and audit advances
+    ``modified`` when it commits a new tree, and the checksum (a hash over the whole tree) names
+    its content. An entry can only be ahead of its version by a tree update that has written
+    but not committed; such an update applies pending batches, whose changes are absolute, so
+    the next update (which applies them again) reaches the same tree from either.
+
+    Writes and deletes go to storage and are recorded, so a tree update can hand its new
+    listings to the cache once committed (``remember``): the next batch start and update of
+    the archive then read nothing back.
+    """
 
     tree: StorageChecksumTree
     version: Hashable
     cache: ListingCache
+    written: dict[str, DirectoryListing | None] = field(default_factory=dict, repr=False)
+
+    @property
+    def zarr_id(self) -> str:
+        return self.tree.zarr_id
+
+    def _key(self, directory: str, version: Hashable | None = None) -> Hashable:
+        return (self.tree.zarr_id, self.version if version is None else version, directory)
 
     def read(self, directory: str) -> DirectoryListing | None:
-        key = (self.tree.zarr_id, self.version, directory)
-        hit, listing = self.cache.get(key)
+        hit, listing = self.cache.get(self._key(directory))
         if hit:
             return listing
         listing = self.tree.read(directory)
-        self.cache.put(key, listing)
+        self.cache.put(self._key(directory), listing)
         return listing
 
     def read_many(self, directories: Sequence[str]) -> dict[str, DirectoryListing | None]:
@@ -167,12 +179,25 @@ class CachedTreeReader:
         found: dict[str, DirectoryListing | None] = {}
         misses = []
         for directory in directories:
-            hit, listing = self.cache.get((self.tree.zarr_id, self.version, directory))
+            hit, listing = self.cache.get(self._key(directory))
             if hit:
                 found[directory] = listing
             else:
                 misses.append(directory)
         for directory, listing in self.tree.read_many(misses).items():
-            self.cache.put((self.tree.zarr_id, self.version, directory), listing)
+            self.cache.put(self._key(directory), listing)
             found[directory] = listing
         return {directory: found[directory] for directory in directories}
+
+    def write_many(self, listings: Mapping[str, DirectoryListing]) -> None:
+        self.tree.write_many(listings)
+        self.written.update(listings)
+
+    def delete_many(self, directories: Sequence[str]) -> None:
+        self.tree.delete_many(directories)
+        self.written.update(dict.fromkeys(directories))
+
+    def remember(self, version: Hashable) -> None:
+        """Cache what was written as the listings of ``version`` (the committed new tree)."""
+        for directory, listing in self.written.items():
+            self.cache.put(self._key(directory, version), listing)

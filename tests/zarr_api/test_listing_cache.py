@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from checksums import DirectoryListing, FileEntry
 from tests.zarr_api.conftest import Actor, md5, upload
+from tests.zarr_api.tree_check import assert_tree_matches_storage
+from zarr_api import services
+from zarr_api.models import ZarrArchive
 from zarr_api.tree import ListingCache, StorageChecksumTree
 
 
@@ -69,3 +72,21 @@ def test_batch_start_checks_paths_against_the_listings_the_last_update_wrote(
     response = owner.client.post(url, [{"path": "a/b/x/y", "etag": md5(b"")}], format="json")
     assert response.status_code == 400
     assert "inside 'a/b/x'" in response.json()["detail"]
+
+
+def test_a_tree_update_reads_back_only_what_no_committed_update_of_this_process_wrote(
+    owner: Actor, zarr_id: str
+) -> None:
+    """Steady uploads: each update finds the listings it needs in what the previous one wrote.
+    After an audit (a new version this process did not write) it reads storage again."""
+    assert upload(owner.client, zarr_id, {"d/0": b"0"}).status_code == 200
+    reads = StorageChecksumTree.total_reads
+    for i in range(1, 4):
+        assert upload(owner.client, zarr_id, {f"d/{i}": str(i).encode()}).status_code == 200
+    assert StorageChecksumTree.total_reads == reads
+    assert_tree_matches_storage(zarr_id)
+    services.archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
+    reads = StorageChecksumTree.total_reads
+    assert upload(owner.client, zarr_id, {"d/9": b"9"}).status_code == 200
+    assert StorageChecksumTree.total_reads > reads
+    assert_tree_matches_storage(zarr_id)
