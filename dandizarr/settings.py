@@ -123,6 +123,14 @@ DATABASES = {
         conn_max_age=env_int("DANDIZARR_DB_CONN_MAX_AGE", 60),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # SQLite has no row locks (select_for_update does nothing): IMMEDIATE transactions take
+    # the database's write lock when they begin, so every transaction that reads and then
+    # writes runs alone, and a second writer waits (up to the timeout) instead of failing
+    # with "database is locked" half-way. WAL lets reads go on meanwhile.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        transaction_mode="IMMEDIATE", timeout=30, init_command="PRAGMA journal_mode=WAL;"
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
