@@ -32,14 +32,13 @@ from typing import Any
 
 import requests
 
-from dandizarr.client.errors import ApiError, BatchConflict, ClientError, NotFound, TransientError
+from dandizarr.client.errors import ClientError, NotFound, TransientError
 from dandizarr.client.upload import (
     MAX_BATCH_RESTARTS,
     LocalFile,
     PutOutcome,
     PutStatus,
     Uploader,
-    _raise_unless_open_batch,
     _refused,
 )
 
@@ -409,35 +408,13 @@ class PackUploader:
 
     def _start(self, shards: Sequence[PreparedShard]) -> tuple[int, list[str]]:
         up = self.uploader
-        assert up.journal is not None
         body = [s.request_json() for s in shards]
-        up.journal.record(sum(len(s.members) for s in shards))
-        retries_before = up.client.retries.count
-        try:
-            batch_id, urls = up.client.start_pack_batch(up.zarr_id, body)
-        except BatchConflict as error:
-            if up.client.retries.count == retries_before:
-                up.journal.clear()
-                _raise_unless_open_batch(error)
-                raise BatchConflict(
-                    f"another upload batch was opened on zarr archive {up.zarr_id} while this "
-                    "upload was running; another client is uploading to it",
-                    status=409,
-                    method="POST",
-                    url=up.client.url(f"/api/zarr/{up.zarr_id}/upload/"),
-                ) from None
-            up.client.cancel_batch(up.zarr_id)
-            batch_id, urls = up.client.start_pack_batch(up.zarr_id, body)
-        except ApiError as error:
-            up.journal.clear()
-            named = error.body.get("paths") if isinstance(error.body, dict) else None
-            if named:
-                shown = ", ".join(map(str, named[:5])) + (" ..." if len(named) > 5 else "")
-                message = f"the server refused the pack batch: {error.detail}: {shown}"
-                raise ClientError(message) from None
-            raise
-        up._batch_opened([m.path for s in shards for m in s.members])
-        return batch_id, urls
+        return up._open_batch(
+            lambda: up.client.start_pack_batch(up.zarr_id, body),
+            files=sum(len(s.members) for s in shards),
+            paths=[m.path for s in shards for m in s.members],
+            kind="pack batch",
+        )
 
     def _complete(self, shards: Sequence[PreparedShard], urls: Sequence[str], batch_id: int) -> int:
         """Complete the pack batch (PUT again what storage lost, once); its id."""

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import requests
 
@@ -48,6 +48,8 @@ from dandizarr.client.retry import request_with_retry
 
 if TYPE_CHECKING:
     from dandizarr.client.pack import PackUploader, PreparedShard
+
+_Started = TypeVar("_Started")
 
 # Files up to this size are read whole (hashed before the PUT, so a changed file is never
 # sent); larger ones are streamed and hashed while sent.
@@ -664,12 +666,28 @@ class Uploader:
             return
 
     def _start(self, pending: Sequence[LocalFile]) -> list[str]:
-        assert self.journal is not None
         body = [(e.path, e.md5) for e in pending]
-        self.journal.record(len(pending))
+        return self._open_batch(
+            lambda: self.client.start_batch(self.zarr_id, body),
+            files=len(pending),
+            paths=[e.path for e in pending],
+            kind="batch",
+        )
+
+    def _open_batch(
+        self, send: Callable[[], _Started], *, files: int, paths: list[str], kind: str
+    ) -> _Started:
+        """POST a batch start (``send``: a loose or a pack batch), recorded in the journal.
+
+        A 409 is another client's open batch, unless the POST was retried: then our first
+        try opened the batch and its answer was lost, so it is cancelled and sent again. A
+        400 naming paths is told with them.
+        """
+        assert self.journal is not None
+        self.journal.record(files)
         retries_before = self.client.retries.count
         try:
-            urls = self.client.start_batch(self.zarr_id, body)
+            started = send()
         except BatchConflict as error:
             if self.client.retries.count == retries_before:
                 self.journal.clear()
@@ -681,19 +699,18 @@ class Uploader:
                     method="POST",
                     url=self.client.url(f"/api/zarr/{self.zarr_id}/upload/"),
                 ) from None
-            # Our first POST opened the batch but its answer was lost; start over.
             self.client.cancel_batch(self.zarr_id)
-            urls = self.client.start_batch(self.zarr_id, body)
+            started = send()
         except ApiError as error:
             self.journal.clear()
-            paths = error.body.get("paths") if isinstance(error.body, dict) else None
-            if paths:
-                shown = ", ".join(map(str, paths[:5])) + (" ..." if len(paths) > 5 else "")
-                message = f"the server refused the batch: {error.detail}: {shown}"
+            named = error.body.get("paths") if isinstance(error.body, dict) else None
+            if named:
+                shown = ", ".join(map(str, named[:5])) + (" ..." if len(named) > 5 else "")
+                message = f"the server refused the {kind}: {error.detail}: {shown}"
                 raise ClientError(message) from None
             raise
-        self._batch_opened([e.path for e in pending])
-        return urls
+        self._batch_opened(paths)
+        return started
 
     def _complete(self, pending: Sequence[LocalFile], urls: Sequence[str]) -> None:
         assert self.journal is not None
