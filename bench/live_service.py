@@ -44,6 +44,40 @@ class Service:
 
 
 @contextmanager
+def serve_process(data_dir: Path, **env: str) -> Iterator[tuple[str, str]]:
+    """``dandizarr serve`` as a process on a free port, with its own data directory and no
+    database or broker of the caller's; yields its URL and admin token, stopped on the way out.
+    ``env`` adds settings (``DANDIZARR_STORAGE``, ``DANDIZARR_BATCH_LIMIT``, ...)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dandizarr.cli", "serve"],
+        env={
+            **{
+                key: value
+                for key, value in os.environ.items()
+                if key not in {"DATABASE_URL", "CELERY_BROKER_URL"}
+            },
+            "DANDIZARR_DATA_DIR": str(data_dir),
+            "DANDIZARR_PORT": str(port),
+            "DANDIZARR_LOG_LEVEL": "WARNING",
+            **env,
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(url + "/api/info/", process, "dandizarr serve")
+        yield url, (data_dir / "admin-token").read_text().strip()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@contextmanager
 def running_service(tmp_path: Path, bucket: str) -> Iterator[Service]:
     """moto's server and ``dandizarr serve`` (S3 on that moto, tasks inline) as processes."""
     import boto3
@@ -51,49 +85,26 @@ def running_service(tmp_path: Path, bucket: str) -> Iterator[Service]:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    bin_dir = Path(sys.executable).parent
-    moto_port, service_port = free_port(), free_port()
+    moto_port = free_port()
     moto = f"http://127.0.0.1:{moto_port}"
-    url = f"http://127.0.0.1:{service_port}"
-    processes: list[subprocess.Popen[bytes]] = []
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(moto_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        processes.append(
-            subprocess.Popen(
-                [str(bin_dir / "moto_server"), "-H", "127.0.0.1", "-p", str(moto_port)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        wait_for(moto, processes[-1], "moto_server")
+        wait_for(moto, process, "moto_server")
         boto3.client("s3", endpoint_url=moto, region_name="us-east-1").create_bucket(Bucket=bucket)
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if key not in {"DATABASE_URL", "CELERY_BROKER_URL"}
-        }
-        env.update(
-            DANDIZARR_DATA_DIR=str(tmp_path / "service"),
-            DANDIZARR_PORT=str(service_port),
+        with serve_process(
+            tmp_path / "service",
             DANDIZARR_STORAGE="s3",
             DANDIZARR_S3_ENDPOINT_URL=moto,
             DANDIZARR_S3_BUCKET=bucket,
-            DANDIZARR_LOG_LEVEL="WARNING",
-        )
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "dandizarr.cli", "serve"],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        wait_for(url + "/api/info/", processes[-1], "dandizarr serve")
-        token = (tmp_path / "service" / "admin-token").read_text().strip()
-        yield Service(url, token, moto, bucket)
+        ) as (url, token):
+            yield Service(url, token, moto, bucket)
     finally:
-        for process in reversed(processes):
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()

@@ -15,24 +15,22 @@ from django.contrib.staticfiles.management.commands.runserver import Command as 
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIServer
 
 
-def _no_delay(connection: socket.socket) -> socket.socket:
-    if connection.family in (socket.AF_INET, socket.AF_INET6):
-        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return connection
+class NoDelayMixin:
+    """Sets TCP_NODELAY on every connection the server accepts."""
 
-
-class NoDelayWSGIServer(WSGIServer):
     def get_request(self) -> tuple[socket.socket, Any]:
-        connection, address = super().get_request()
-        return _no_delay(connection), address
+        connection, address = super().get_request()  # type: ignore[misc]
+        if connection.family in (socket.AF_INET, socket.AF_INET6):
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return connection, address
 
 
-class NoDelayThreadedWSGIServer(ThreadedWSGIServer):
+class NoDelayWSGIServer(NoDelayMixin, WSGIServer):
+    pass
+
+
+class NoDelayThreadedWSGIServer(NoDelayMixin, ThreadedWSGIServer):
     """For Django's LiveServerThread (the tests' live service)."""
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        connection, address = super().get_request()
-        return _no_delay(connection), address
 
 
 class EmbeddedServerCommand(RunServer):

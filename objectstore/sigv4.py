@@ -56,7 +56,6 @@ def presign_puts(
     credentials: Credentials,
     region: str,
     expires_in: int,
-    now: datetime | None = None,
 ) -> list[str]:
     """Presigned PUT URLs for ``(key, content_md5_base64)`` pairs.
 
@@ -66,8 +65,7 @@ def presign_puts(
     """
     if expires_in <= 0:
         raise ValueError(f"expires_in must be positive, got {expires_in}")
-    moment = (now or datetime.now(UTC)).astimezone(UTC)
-    timestamp = moment.strftime("%Y%m%dT%H%M%SZ")
+    timestamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     date = timestamp[:8]
     scope = f"{date}/{region}/s3/aws4_request"
     signing_key = _hmac(

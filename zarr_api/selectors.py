@@ -16,7 +16,7 @@ from checksums import DirectoryListing, FileState
 from zarr_api.exceptions import NotFound
 from zarr_api.models import Batch, BatchFile, Dandiset, Shard, ZarrArchive
 from zarr_api.storage import get_store
-from zarr_api.tree import CachedTree, ListingCache, StorageChecksumTree
+from zarr_api.tree import CachedTree, ListingCache, StorageChecksumTree, tree_version
 
 
 def parse_zarr_id(zarr_id: object) -> uuid.UUID | None:
@@ -78,11 +78,6 @@ def archive_tree(archive: ZarrArchive) -> StorageChecksumTree:
 
 # Decoded .checksum listings of this process (web or worker), bounded by entries.
 _listing_cache: ListingCache | None = None
-
-
-def tree_version(modified: Any, checksum: str) -> tuple[Any, str]:
-    """The key of one committed state of an archive's tree (see zarr_api.tree.CachedTree)."""
-    return (modified, checksum)
 
 
 def archive_tree_cached(archive: ZarrArchive) -> CachedTree:

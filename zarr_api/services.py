@@ -43,11 +43,10 @@ from zarr_api.selectors import (
     archive_view,
     parse_zarr_id,
     pending_changes,
-    tree_version,
     user_can_write,
 )
 from zarr_api.storage import get_store
-from zarr_api.tree import storage_map
+from zarr_api.tree import storage_map, tree_version
 
 logger = logging.getLogger(__name__)
 

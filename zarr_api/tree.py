@@ -139,6 +139,11 @@ class ListingCache:
             self._held = 0
 
 
+def tree_version(modified: Hashable, checksum: str) -> Hashable:
+    """The key of one committed state of an archive's tree (see CachedTree)."""
+    return (modified, checksum)
+
+
 @dataclass
 class CachedTree:
     """One version of an archive's tree, its listings read through the process's ListingCache.
@@ -167,12 +172,7 @@ class CachedTree:
         return (self.tree.zarr_id, self.version if version is None else version, directory)
 
     def read(self, directory: str) -> DirectoryListing | None:
-        hit, listing = self.cache.get(self._key(directory))
-        if hit:
-            return listing
-        listing = self.tree.read(directory)
-        self.cache.put(self._key(directory), listing)
-        return listing
+        return self.read_many([directory])[directory]
 
     def read_many(self, directories: Sequence[str]) -> dict[str, DirectoryListing | None]:
         """Cached listings, the others read concurrently (and cached)."""
