@@ -8,9 +8,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY . .
+# The server extra: Django, Celery, psycopg, boto3, gunicorn (`pip install .` alone is the client).
 # All dependencies ship as wheels for linux/amd64 and arm64 (psycopg[binary], numpy, ...),
 # so the slim image needs no compiler.
-RUN pip install . \
+RUN pip install ".[server]" \
     && useradd --system --uid 1000 --home-dir /app dandizarr \
     && mkdir -p /data \
     && chown dandizarr /data

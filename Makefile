@@ -9,12 +9,32 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test lint bench clean
+.PHONY: install serve test test-fast lint bench check-client-install clean dandi-venvs
+
+# The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
+# tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
+DANDI_VENV := .venv-dandi
+DANDI48_VENV := .venv-dandi-0.48
+
+$(DANDI_VENV)/.installed:
+	test -x $(DANDI_VENV)/bin/python || $(PYTHON) -m venv $(DANDI_VENV)
+	$(DANDI_VENV)/bin/pip install --quiet --upgrade pip
+	$(DANDI_VENV)/bin/pip install --quiet 'dandi>=0.81,<0.82' zarr_checksum
+	touch $@
+
+$(DANDI48_VENV)/.installed:
+	test -x $(DANDI48_VENV)/bin/python || $(PYTHON) -m venv $(DANDI48_VENV)
+	$(DANDI48_VENV)/bin/pip install --quiet --upgrade pip
+	$(DANDI48_VENV)/bin/pip install --quiet dandi==0.48.1 "pydantic<2" nwbinspector==0.4.24 \
+		pynwb==2.2.0 hdmf==3.5.1 "numpy<1.25"
+	touch $@
+
+dandi-venvs: $(DANDI_VENV)/.installed $(DANDI48_VENV)/.installed
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,lint]'
+	$(BIN)/pip install --quiet -e '.[server,zarr,test,lint]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -22,10 +42,14 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/dandizarr serve
 
-test: $(STAMP)
+test: $(STAMP) dandi-venvs
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
 	DANDIZARR_TEST_REDIS_URL=$${DANDIZARR_TEST_REDIS_URL:-$(TEST_REDIS_URL)} \
 	$(BIN)/pytest $(ARGS)
+
+# The inner loop: everything but the tests that start servers and processes (marked live).
+test-fast: $(STAMP)
+	$(MAKE) test ARGS="-m 'not live' $(ARGS)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -35,5 +59,29 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# `pip install .` is the client and CLI alone (no Django); the zarr extra adds ArchiveStore.
+# Installs into a throwaway venv, from this directory.
+check-client-install:
+	@set -euo pipefail; \
+	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp" build' EXIT; \
+	$(PYTHON) -m venv "$$tmp/venv"; \
+	venv="$$tmp/venv/bin"; \
+	echo "pip install . (no extras)"; \
+	"$$venv/pip" install --quiet .; \
+	if "$$venv/python" -c "import django" 2>/dev/null; then \
+		echo "Django is installed without the server extra"; exit 1; \
+	fi; \
+	"$$venv/dandizarr" --help >/dev/null; \
+	mkdir -p "$$tmp/data/a"; echo hello >"$$tmp/data/a/b"; echo world >"$$tmp/data/c"; \
+	"$$venv/dandizarr" checksum "$$tmp/data"; \
+	if "$$venv/dandizarr" serve 2>"$$tmp/serve.err"; then \
+		echo "dandizarr serve ran without the server extra"; exit 1; \
+	fi; \
+	grep -q "dandizarr\[server\]" "$$tmp/serve.err" || { cat "$$tmp/serve.err"; exit 1; }; \
+	echo "pip install '.[zarr]'"; \
+	"$$venv/pip" install --quiet '.[zarr]'; \
+	"$$venv/python" -c "from dandizarr.client import ArchiveStore"; \
+	echo "client install: ok"
+
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DANDI_VENV) $(DANDI48_VENV) var .pytest_cache .mypy_cache .ruff_cache

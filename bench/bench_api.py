@@ -41,8 +41,8 @@ def _md5(data: bytes) -> str:
 def _seed(archive: Any, paths: list[str]) -> None:
     """Write the files and their .checksum tree (as an audit would) without 100k API calls."""
     from checksums import compute_tree, encode_checksum_file
+    from zarr_api.keys import checksum_key
     from zarr_api.storage import get_store
-    from zarr_api.tree import checksum_key
 
     store = get_store()
     body = b"x" * 64
@@ -73,16 +73,16 @@ def _seed(archive: Any, paths: list[str]) -> None:
 def _run(layout: str, paths: list[str], new_paths: list[list[str]]) -> None:
     from django.contrib.auth.models import User
 
-    from zarr_api import services
+    from zarr_api.declarations import FileDeclaration
     from zarr_api.models import Batch
+    from zarr_api.services.dandisets import archive_create, dandiset_create
+    from zarr_api.services.upload_batches import batch_complete, batch_start
     from zarr_api.storage import get_store
     from zarr_api.tree import StorageChecksumTree
 
     user, _ = User.objects.get_or_create(username=f"bench-{layout}", is_staff=True)
-    dandiset = services.dandiset_create(user=user, name=layout)
-    archive = services.archive_create(
-        user=user, dandiset=dandiset, name=f"{layout.split()[0]}.zarr"
-    )
+    dandiset = dandiset_create(user=user, name=layout)
+    archive = archive_create(user=user, dandiset=dandiset, name=f"{layout.split()[0]}.zarr")
     started = time.perf_counter()
     _seed(archive, paths)
     print(f"{layout}: seeded {len(paths):,} files in {time.perf_counter() - started:.1f} s")
@@ -91,17 +91,17 @@ def _run(layout: str, paths: list[str], new_paths: list[list[str]]) -> None:
     reads = writes = 0
     for trial, batch_paths in enumerate(new_paths):
         files = {p: f"trial {trial} {p}".encode() for p in batch_paths}
-        services.batch_start(
+        batch_start(
             user=user,
             archive=archive,
-            files=[{"path": p, "etag": _md5(b)} for p, b in files.items()],
+            files=[FileDeclaration(p, _md5(b)) for p, b in files.items()],
         )
         for path, body in files.items():
             store.put(archive.storage_prefix + path, body)
         reads_before = StorageChecksumTree.total_reads
         writes_before = StorageChecksumTree.total_writes
         clock = time.perf_counter()
-        services.batch_complete(user=user, archive=archive)  # the tree update runs inline
+        batch_complete(user=user, archive=archive)  # the tree update runs inline
         assert not Batch.objects.filter(archive=archive, state="pending").exists()
         times.append(time.perf_counter() - clock)
         reads = StorageChecksumTree.total_reads - reads_before

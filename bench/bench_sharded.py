@@ -32,14 +32,14 @@ OBJECTS_TARGET = 100.0
 REQUESTS_TARGET = 2.0
 
 
-def make_array(root: Path) -> list[str]:
-    """One zarr v2 array at the root: ``CHUNKS`` raw (uncompressed) chunks of 4 KiB."""
+def make_array(root: Path, chunks: int = CHUNKS) -> list[str]:
+    """One zarr v2 array at the root: ``chunks`` raw (uncompressed) chunks of 4 KiB."""
     root.mkdir(parents=True)
     (root / ".zarray").write_text(
         json.dumps(
             {
                 "zarr_format": 2,
-                "shape": [CHUNKS * CHUNK_ELEMENTS],
+                "shape": [chunks * CHUNK_ELEMENTS],
                 "chunks": [CHUNK_ELEMENTS],
                 "dtype": "<u4",
                 "compressor": None,
@@ -49,7 +49,7 @@ def make_array(root: Path) -> list[str]:
             }
         )
     )
-    keys = [str(i) for i in range(CHUNKS)]
+    keys = [str(i) for i in range(chunks)]
     for key in keys:
         (root / key).write_bytes(os.urandom(CHUNK_ELEMENTS * 4))
     return keys

@@ -4,35 +4,14 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import requests
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(url: str, process: subprocess.Popen[bytes], what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with status {process.returncode}")
-        try:
-            requests.get(url, timeout=2)
-            return
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{what} did not answer at {url} within {timeout:.0f} s")
+from tests.support.processes import free_port, serve_process, stop_process, wait_for
 
 
 @dataclass
@@ -41,40 +20,6 @@ class Service:
     token: str
     moto: str
     bucket: str
-
-
-@contextmanager
-def serve_process(data_dir: Path, **env: str) -> Iterator[tuple[str, str]]:
-    """``dandizarr serve`` as a process on a free port, with its own data directory and no
-    database or broker of the caller's; yields its URL and admin token, stopped on the way out.
-    ``env`` adds settings (``DANDIZARR_STORAGE``, ``DANDIZARR_BATCH_LIMIT``, ...)."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "dandizarr.cli", "serve"],
-        env={
-            **{
-                key: value
-                for key, value in os.environ.items()
-                if key not in {"DATABASE_URL", "CELERY_BROKER_URL"}
-            },
-            "DANDIZARR_DATA_DIR": str(data_dir),
-            "DANDIZARR_PORT": str(port),
-            "DANDIZARR_LOG_LEVEL": "WARNING",
-            **env,
-        },
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(url + "/api/info/", process, "dandizarr serve")
-        yield url, (data_dir / "admin-token").read_text().strip()
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @contextmanager
@@ -103,8 +48,4 @@ def running_service(tmp_path: Path, bucket: str) -> Iterator[Service]:
         ) as (url, token):
             yield Service(url, token, moto, bucket)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process)

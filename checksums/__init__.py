@@ -13,6 +13,7 @@ from checksums.listing import (
     FileEntry,
     decode_checksum_file,
     encode_checksum_file,
+    is_md5,
     parse_directory_digest,
 )
 from checksums.tree import TreeSummary, UnsortedEntriesError, compute_tree
@@ -33,5 +34,6 @@ __all__ = [
     "compute_tree",
     "decode_checksum_file",
     "encode_checksum_file",
+    "is_md5",
     "parse_directory_digest",
 ]

@@ -20,6 +20,7 @@ from json.encoder import encode_basestring_ascii  # the C encoder json.dumps its
 from operator import attrgetter, itemgetter, lt
 from typing import Any
 
+# The tree hash of an empty archive: the md5 of the empty listing's JSON, 0 files, 0 bytes.
 EMPTY_DIGEST = "481a2f77ab786a0f45aafd5db0971caa-0--0"
 
 
@@ -41,6 +42,7 @@ _DIR_QUOTED = '{"digest":"%s-%d--%d","name":%s,"size":%d}'
 
 
 def is_md5(value: object) -> bool:
+    """A file digest (and an S3 ETag of a single-part upload) is an md5 as 32 lowercase hex."""
     return type(value) is str and _MD5.fullmatch(value) is not None
 
 

@@ -1,4 +1,9 @@
-"""Archive paths: relative, '/'-separated, no empty, '.' or '..' segments."""
+"""Archive paths: what a file path inside an archive may be, and how paths nest.
+
+To the tree hash an archive path is a non-empty, relative, ``/``-separated string with no
+empty, ``.`` or ``..`` segment: any name is hashable. Storage adds its own limits on top
+(``objectstore.keys``), and the service its own (``zarr_api.paths``).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,25 @@ from checksums.listing import ChecksumFormatError
 _BAD_SEGMENTS = frozenset({"", ".", ".."})
 
 
-def check_path(path: object) -> str:
+def path_problem(path: object) -> str | None:
+    """Why ``path`` cannot be a path in a tree, or None when it can."""
     if type(path) is not str:
-        raise ChecksumFormatError(f"path must be a string: {path!r}")
+        return "must be a string"
+    if path == "":
+        return "is empty"
     if path.startswith("/"):
-        raise ChecksumFormatError(f"path must be relative (no leading '/'): {path!r}")
+        return "must not start with '/'"
     if not _BAD_SEGMENTS.isdisjoint(path.split("/")):
-        raise ChecksumFormatError(f"path has an empty, '.' or '..' segment: {path!r}")
+        return "must not contain empty, '.' or '..' segments"
+    return None
+
+
+def check_path(path: object) -> str:
+    """``path`` if it is a valid archive path; ChecksumFormatError naming the problem if not."""
+    problem = path_problem(path)
+    if problem is not None:
+        raise ChecksumFormatError(f"path {path!r} {problem}")
+    assert isinstance(path, str)
     return path
 
 

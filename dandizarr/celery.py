@@ -1,8 +1,11 @@
-"""The Celery application. Tasks are declared with ``@app.task`` in ``zarr_api.tasks``."""
+"""The Celery application. Tasks are declared with ``@shared_task`` in ``zarr_api.tasks``."""
 
 import os
+from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
+
+from dandizarr.embedded import MissingSecretKey, require_shared_secret_key
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr.settings")
 
@@ -10,3 +13,17 @@ app = Celery("dandizarr")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["zarr_api"])
 app.set_default()
+
+
+@signals.worker_init.connect
+@signals.beat_init.connect
+def _refuse_without_a_shared_secret_key(sender: Any = None, **kwargs: Any) -> None:
+    """A worker or beat started without DANDIZARR_SECRET_KEY exits with the reason (importing
+    this module, as the tests and the web service do, is not starting one)."""
+    from django.conf import settings
+
+    try:
+        require_shared_secret_key(settings.SECRET_KEY_SOURCE, "a Celery worker or beat")
+    except MissingSecretKey as error:
+        # SystemExit: Celery logs and ignores a signal handler's ordinary exceptions.
+        raise SystemExit(str(error)) from None

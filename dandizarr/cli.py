@@ -1,35 +1,22 @@
 """The ``dandizarr`` command line: one subcommand per module in ``dandizarr.commands``.
 
-Each command module exposes ``register(subparsers)`` (adds its parser and sets ``func``)
-and is imported lazily enough that ``dandizarr checksum`` never loads Django.
+Each command module exposes ``register(subparsers)`` (adds its parser and sets ``func``) and
+imports what its work needs when it runs, so that ``dandizarr checksum`` never loads Django
+(nor the HTTP client).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
 
 from dandizarr import __version__
+from dandizarr.commands import checksum, convert, download, ls, serve, upload
+from dandizarr.commands.errors import CommandError
 
-COMMAND_MODULES = (
-    "dandizarr.commands.serve",
-    "dandizarr.commands.checksum",
-    "dandizarr.commands.upload",
-    "dandizarr.commands.download",
-    "dandizarr.commands.ls",
-    "dandizarr.commands.convert",
-)
-
-
-class CommandError(Exception):
-    """A user-facing error: printed as ``dandizarr: <message>``, exit status 1 or given."""
-
-    def __init__(self, message: str, exit_status: int = 1) -> None:
-        super().__init__(message)
-        self.exit_status = exit_status
+COMMAND_MODULES = (serve, checksum, upload, download, ls, convert)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,8 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dandizarr {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    for module in COMMAND_MODULES:
+        module.register(subparsers)
     return parser
 
 
@@ -63,7 +50,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the imported module's main, so commands raise the same CommandError class it catches.
-    from dandizarr.cli import main as imported_main
-
-    sys.exit(imported_main())
+    sys.exit(main())

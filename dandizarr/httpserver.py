@@ -1,9 +1,11 @@
-"""The embedded HTTP server of ``dandizarr serve``: Django's, with replies sent at once.
+"""The HTTP server of ``dandizarr serve``: gunicorn (one process, threads), replies sent at once.
 
-Django's development server (like ``wsgiref``) writes a reply's headers and its body in separate
-``send`` calls. With Nagle's algorithm on, the body then waits for the client to acknowledge
-the headers, and clients delay that acknowledgement by up to 40 ms: every API call took ~45 ms
-instead of ~2 ms. Setting TCP_NODELAY on each accepted connection sends both at once.
+A reply's headers and body are written in separate ``send`` calls (gunicorn, like Django's
+development server and ``wsgiref``). With Nagle's algorithm on, the body would wait for the
+client to acknowledge the headers, which clients delay by up to 40 ms: every API call took
+~45 ms instead of ~2 ms. gunicorn sets TCP_NODELAY on its listening socket, and Linux hands it
+on to every accepted connection; ``NoDelayMixin`` does the same for Django's servers (the tests'
+live service).
 """
 
 from __future__ import annotations
@@ -11,8 +13,12 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from django.contrib.staticfiles.management.commands.runserver import Command as RunServer
-from django.core.servers.basehttp import ThreadedWSGIServer, WSGIServer
+from django.core.servers.basehttp import ThreadedWSGIServer
+from gunicorn.app.base import BaseApplication
+
+# Requests served at once: uploads run many PUTs in parallel, and a batch's completion applies
+# it in the request (tasks run inline).
+THREADS = 32
 
 
 class NoDelayMixin:
@@ -25,15 +31,52 @@ class NoDelayMixin:
         return connection, address
 
 
-class NoDelayWSGIServer(NoDelayMixin, WSGIServer):
-    pass
-
-
 class NoDelayThreadedWSGIServer(NoDelayMixin, ThreadedWSGIServer):
     """For Django's LiveServerThread (the tests' live service)."""
 
 
-class EmbeddedServerCommand(RunServer):
-    """``runserver`` with TCP_NODELAY (runserver starts it in threading mode)."""
+class EmbeddedServer(BaseApplication):
+    """gunicorn running one WSGI application object with the given settings."""
 
-    server_cls = NoDelayWSGIServer
+    def __init__(self, application: Any, options: dict[str, Any]) -> None:
+        self.application = application
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for name, value in self.options.items():
+            self.cfg.set(name, value)
+
+    def load(self) -> Any:
+        return self.application
+
+
+def bind_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def run(host: str, port: int) -> None:
+    """Serve the project at ``host:port`` until SIGINT (Ctrl-C) or SIGTERM.
+
+    One worker process with threads: SQLite's write lock, the inline tasks and the listing
+    cache all live in one process, as under the development server. Static files (the admin's,
+    the pages', Swagger UI's) are served by this process from the installed apps.
+    """
+    from django.contrib.staticfiles.handlers import StaticFilesHandler
+    from django.core.wsgi import get_wsgi_application
+    from django.db import connections
+
+    application = StaticFilesHandler(get_wsgi_application())
+    connections.close_all()  # the worker is forked: it opens its own
+    EmbeddedServer(
+        application,
+        {
+            "bind": [bind_address(host, port)],
+            "workers": 1,
+            "worker_class": "gthread",
+            "threads": THREADS,
+            "graceful_timeout": 5,
+            "accesslog": "-",
+            "proc_name": "dandizarr",
+        },
+    ).run()

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 import django_stubs_ext
 
 from dandizarr import __version__
+from dandizarr.embedded import EMBEDDED_VARIABLE, SECRET_KEY_VARIABLE, secret_key
 
 # Lets admin.ModelAdmin[Model] and friends be subscripted at run time, as the type stubs do.
 django_stubs_ext.monkeypatch()
@@ -62,19 +64,26 @@ def env_list(name: str, default: str) -> list[str]:
 DATA_DIR = Path(env_str("DANDIZARR_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 
 DEBUG = env_bool("DANDIZARR_DEBUG", False)
-SECRET_KEY = env_str(
-    "DANDIZARR_SECRET_KEY", "insecure-dev-key-set-DANDIZARR_SECRET_KEY-in-production"
-)
-ALLOWED_HOSTS = env_list("DANDIZARR_ALLOWED_HOSTS", "*")
-CSRF_TRUSTED_ORIGINS = env_list(
-    "DANDIZARR_CSRF_TRUSTED_ORIGINS", "http://127.0.0.1,http://localhost"
-)
+# Never a constant (dandizarr/embedded.py): the environment's, `dandizarr serve`'s own kept in
+# the data directory, or else one of this process alone (which wsgi and Celery refuse).
+EMBEDDED = env_bool(EMBEDDED_VARIABLE, False)
+SECRET_KEY, SECRET_KEY_SOURCE = secret_key(env(SECRET_KEY_VARIABLE), EMBEDDED, DATA_DIR)
 
 HOST = env_str("DANDIZARR_HOST", "127.0.0.1")
 PORT = env_int("DANDIZARR_PORT", 8000)
 # The address clients use to reach this service; the local storage backend's presigned URLs
 # point here.
 PUBLIC_URL = env_str("DANDIZARR_PUBLIC_URL", f"http://{HOST}:{PORT}").rstrip("/")
+# By default the host the service binds and its public URL's host (with the loopback names
+# when it binds a loopback address): never "*".
+_LOOPBACK = ["127.0.0.1", "localhost", "[::1]", "::1"]
+_DEFAULT_HOSTS = {HOST, urlsplit(PUBLIC_URL).hostname or HOST} - {"0.0.0.0", "::", ""}
+if HOST in _LOOPBACK:
+    _DEFAULT_HOSTS.update(_LOOPBACK)
+ALLOWED_HOSTS = env_list("DANDIZARR_ALLOWED_HOSTS", ",".join(sorted(_DEFAULT_HOSTS)))
+CSRF_TRUSTED_ORIGINS = env_list(
+    "DANDIZARR_CSRF_TRUSTED_ORIGINS", f"{PUBLIC_URL},http://127.0.0.1,http://localhost"
+)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -86,6 +95,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "dandizarr.apps.DandizarrConfig",
+    "drf_spectacular_sidecar",
     "zarr_api",
 ]
 
@@ -121,6 +132,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"),
         conn_max_age=env_int("DANDIZARR_DB_CONN_MAX_AGE", 60),
+        # A persistent connection is checked before each request or task reuses it, so one the
+        # server dropped (a restart, a terminated backend) is replaced instead of failing a request.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -152,13 +166,27 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "zarr_api.exceptions.exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "zarr_api.parsers.json_body.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    # ASCII JSON (non-ASCII as \\uXXXX): an error that echoes a path with a lone surrogate
+    # must still encode, and JSON parsers read it back as the same string.
+    "UNICODE_JSON": False,
 }
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "dandizarr",
     "DESCRIPTION": "Zarr archives in object storage with a verifiable tree hash.",
     "VERSION": __version__,
+    # Swagger UI and Redoc from the installed drf-spectacular-sidecar, not from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
+# The version /api/info/ reports (the app does not import the client package for it).
+DANDIZARR_VERSION = __version__
 
 # --- Object storage --------------------------------------------------------------------------
 DANDIZARR_STORAGE = env_str("DANDIZARR_STORAGE", "local")
@@ -173,10 +201,16 @@ DANDIZARR_S3_ENDPOINT_URL = env("DANDIZARR_S3_ENDPOINT_URL")
 # Presigned URLs are signed for this endpoint when the service reaches S3 at an address
 # clients cannot (e.g. http://minio:9000 inside docker-compose).
 DANDIZARR_S3_PRESIGN_ENDPOINT_URL = env("DANDIZARR_S3_PRESIGN_ENDPOINT_URL")
+# A public bucket's URL: manifests then give plain object URLs that never expire.
+DANDIZARR_S3_PUBLIC_READ_URL = env("DANDIZARR_S3_PUBLIC_READ_URL")
 DANDIZARR_S3_ACCESS_KEY_ID = env("AWS_ACCESS_KEY_ID")
 DANDIZARR_S3_SECRET_ACCESS_KEY = env("AWS_SECRET_ACCESS_KEY")
 DANDIZARR_S3_MAX_POOL_CONNECTIONS = env_int("DANDIZARR_S3_MAX_POOL_CONNECTIONS", 64)
+# Upload URLs cannot be revoked on S3: a batch's keys are reconciled with storage, and its
+# archive may be published, only once they have expired (plus the margin: uploads in flight,
+# clock skew). Long enough for one batch's PUTs, no longer.
 DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS = env_int("DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS", 600)
+DANDIZARR_RECONCILE_MARGIN_SECONDS = env_int("DANDIZARR_RECONCILE_MARGIN_SECONDS", 300)
 
 # --- Archive rules ---------------------------------------------------------------------------
 DANDIZARR_BATCH_LIMIT = env_int("DANDIZARR_BATCH_LIMIT", 500)
@@ -184,6 +218,14 @@ DANDIZARR_BATCH_LIMIT = env_int("DANDIZARR_BATCH_LIMIT", 500)
 DANDIZARR_STORAGE_CONCURRENCY = env_int("DANDIZARR_STORAGE_CONCURRENCY", 32)
 # An open batch older than this is cancelled by the periodic sweep (its URLs expired long ago).
 DANDIZARR_STALE_BATCH_SECONDS = env_int("DANDIZARR_STALE_BATCH_SECONDS", 24 * 3600)
+# How often beat runs that sweep.
+DANDIZARR_STALE_SWEEP_INTERVAL_SECONDS = env_int("DANDIZARR_STALE_SWEEP_INTERVAL_SECONDS", 3600)
+# A batch pending longer than this has lost its tree-update task (a broker restart emptied the
+# queue, a worker died); beat requeues such updates every DANDIZARR_RESUME_INTERVAL_SECONDS.
+DANDIZARR_STALLED_UPDATE_SECONDS = env_int("DANDIZARR_STALLED_UPDATE_SECONDS", 60)
+DANDIZARR_RESUME_INTERVAL_SECONDS = env_int("DANDIZARR_RESUME_INTERVAL_SECONDS", 60)
+# How often ended batches whose upload URLs have expired are reconciled with storage (S3).
+DANDIZARR_RECONCILE_SWEEP_SECONDS = env_int("DANDIZARR_RECONCILE_SWEEP_SECONDS", 120)
 # Sharded archives (docs/sharded.md): members per pack batch; uncompressed bytes a shard made by
 # POST pack/ aims at; dead share of a shard (deleted or overwritten members) that triggers its
 # compaction.
@@ -192,6 +234,18 @@ DANDIZARR_SHARD_TARGET_BYTES = env_int("DANDIZARR_SHARD_TARGET_BYTES", 64 << 20)
 DANDIZARR_SHARD_COMPACT_PERCENT = env_int("DANDIZARR_SHARD_COMPACT_PERCENT", 50)
 # Decoded .checksum listings kept per process for browsing, in entries (files + directories).
 DANDIZARR_LISTING_CACHE_ENTRIES = env_int("DANDIZARR_LISTING_CACHE_ENTRIES", 1_000_000)
+
+# Tests only: kill the process at this named step (zarr_api.crash.crash_point).
+DANDIZARR_CRASH_AT = env("DANDIZARR_CRASH_AT")
+
+# --- The real dandi CLI (docs/api.md, "DANDI clients") ---------------------------------------
+# The DANDI schema version /api/info/ advertises: the newest dandi accepts its own or an older
+# one of the same minor version (dandischema 0.14: 0.8.0); dandi 0.48.1 wants exactly 0.6.3.
+DANDIZARR_DANDI_SCHEMA_VERSION = env_str("DANDIZARR_DANDI_SCHEMA_VERSION", "0.8.0")
+DANDIZARR_DANDI_CLI_MINIMAL_VERSION = env_str("DANDIZARR_DANDI_CLI_MINIMAL_VERSION", "0.48.1")
+# Files one open upload of POST files/ may gather before POST finalize/ (per request: the
+# batch limit).
+DANDIZARR_OPEN_UPLOAD_FILE_LIMIT = env_int("DANDIZARR_OPEN_UPLOAD_FILE_LIMIT", 100_000)
 
 # --- Celery ----------------------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
@@ -214,11 +268,19 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_BEAT_SCHEDULE = {
     "cancel-stale-batches": {
         "task": "zarr_api.tasks.cancel_stale_batches",
-        "schedule": 3600.0,
+        "schedule": float(DANDIZARR_STALE_SWEEP_INTERVAL_SECONDS),
     },
-    "resume-pending-propagation": {
-        "task": "zarr_api.tasks.resume_pending_propagation",
+    "resume-stalled-tree-updates": {
+        "task": "zarr_api.tasks.resume_stalled_tree_updates",
+        "schedule": float(DANDIZARR_RESUME_INTERVAL_SECONDS),
+    },
+    "finish-batch-ends": {
+        "task": "zarr_api.tasks.finish_batch_ends",
         "schedule": 60.0,
+    },
+    "reconcile-due-batches": {
+        "task": "zarr_api.tasks.reconcile_due_batches",
+        "schedule": float(DANDIZARR_RECONCILE_SWEEP_SECONDS),
     },
 }
 

@@ -1,3 +1,5 @@
+"""The root URL map: the admin, the OpenAPI schema and its docs, then the zarr_api routes."""
+
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -6,5 +8,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("", include("zarr_api.pages.urls")),
+    path("", include("zarr_api.reads_urls")),
     path("", include("zarr_api.urls")),
 ]

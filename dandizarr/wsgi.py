@@ -1,7 +1,15 @@
+"""The WSGI entry point: ``application`` for a WSGI server, with dandizarr's settings."""
+
 import os
 
+from django.conf import settings
 from django.core.wsgi import get_wsgi_application
+
+from dandizarr.embedded import require_shared_secret_key
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr.settings")
 
+# Before serving anything: a web service with a key of its own would sign URLs no other
+# process verifies (and vice versa).
+require_shared_secret_key(settings.SECRET_KEY_SOURCE, "the web service (dandizarr.wsgi)")
 application = get_wsgi_application()

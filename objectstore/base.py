@@ -10,32 +10,20 @@ import abc
 import base64
 import binascii
 import builtins
-import functools
 import posixpath
-import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
+
+from checksums import is_md5
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-
-# Runs a function over items, results in order: how a caller lends its thread pool.
-Mapper = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
-
-
-def _sequential_map(function: Callable[[T], R], items: list[T]) -> list[R]:
-    return [function(item) for item in items]
-
-
-def _thread_map(function: Callable[[T], R], items: list[T], *, max_workers: int) -> list[R]:
-    if len(items) <= 1:
-        return [function(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(max_workers, len(items))) as pool:
-        return list(pool.map(function, items))
-
+# Guards the lazy creation of each store's request pool.
+_pool_creation_lock = threading.Lock()
 
 # S3's DeleteObjects accepts at most this many keys per request.
 DELETE_BATCH_SIZE = 1000
@@ -54,6 +42,23 @@ class ObjectNotFound(ObjectStoreError, KeyError):
 
     def __str__(self) -> str:
         return f"object not found: {self.key}"
+
+
+class ListingOrderError(ObjectStoreError):
+    """A listing that was to come in key order (UTF-8 byte order, S3's) did not."""
+
+    def __init__(self, store: object, prefix: str, previous: str, key: str) -> None:
+        super().__init__(store, prefix, previous, key)
+        self.store = store
+        self.prefix = prefix
+        self.previous = previous
+        self.key = key
+
+    def __str__(self) -> str:
+        return (
+            f"{self.store!r} listed {self.prefix!r} out of key order: {self.key!r} came after "
+            f"{self.previous!r} (S3 lists in UTF-8 byte order; this server does not)"
+        )
 
 
 class InvalidRange(ObjectStoreError, ValueError):
@@ -81,9 +86,6 @@ class ObjectInfo:
     etag: str
 
 
-_MD5_HEX = re.compile(r"[0-9a-f]{32}")
-
-
 def strip_etag(etag: str) -> str:
     """The ETag without the quotes HTTP puts around it (and without a weak ``W/`` marker)."""
     etag = etag.strip()
@@ -95,7 +97,7 @@ def strip_etag(etag: str) -> str:
 def check_md5_hex(md5_hex: str) -> str:
     """``md5_hex`` lower-cased; ValueError unless it is 32 hex digits."""
     normalized = md5_hex.strip().lower()
-    if not _MD5_HEX.fullmatch(normalized):
+    if not is_md5(normalized):
         raise ValueError(f"not an md5 hex digest: {md5_hex!r}")
     return normalized
 
@@ -140,26 +142,48 @@ def range_header(start: int, end: int | None) -> str | None:
 
 
 class ObjectStore(abc.ABC):
-    """Keys are ``/``-separated strings without a leading ``/``."""
+    """Keys are ``/``-separated strings without a leading ``/``.
+
+    A missing key: every method that returns an object's bytes (``get``, ``get_range``,
+    ``read_range``, ``iter_chunks``) raises ``ObjectNotFound`` (a ``KeyError``); the probes
+    answer instead of raising (``head`` None, ``head_many`` None for that key, ``exists``
+    False); deleting a missing key succeeds.
+
+    The store owns its concurrency: the batch methods (``put_many``, ``head_many``) run their
+    requests on the store's own pool of ``concurrency`` threads when requests are remote.
+    """
+
+    # Whether each request is a network round trip (S3): then requests are issued concurrently
+    # and a listing of a key range (1000 keys per request) beats a HEAD per key. On a local disk
+    # a request is a few system calls, and threads would only add overhead.
+    remote: ClassVar[bool] = False
+    # Requests a batch method runs at once (remote stores; a backend's constructor sets it).
+    concurrency: int = 32
+    _request_pool: ThreadPoolExecutor | None = None
+
+    def _map_requests(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """``[function(item) for item in items]``, concurrently on the store's pool when
+        requests are remote. One pool per store, so batches reuse threads."""
+        if not self.remote or len(items) <= 1 or self.concurrency <= 1:
+            return [function(item) for item in items]
+        pool = self._request_pool
+        if pool is None:
+            with _pool_creation_lock:
+                if self._request_pool is None:
+                    self._request_pool = ThreadPoolExecutor(
+                        max_workers=self.concurrency, thread_name_prefix="objectstore"
+                    )
+                pool = self._request_pool
+        return list(pool.map(function, items))
 
     @abc.abstractmethod
     def put(self, key: str, data: bytes, *, content_type: str | None = None) -> ObjectInfo:
         """Store ``data`` at ``key`` atomically (readers see the old or the new object)."""
 
-    def put_many(
-        self,
-        items: Mapping[str, bytes],
-        *,
-        mapper: Mapper | None = None,
-    ) -> None:
-        """Store many small objects: concurrently where requests are remote (``mapper``, default
-        a thread pool), else as the backend does it best."""
-        pairs = list(items.items())
-        if mapper is None:
-            mapper = (
-                functools.partial(_thread_map, max_workers=32) if self.remote else _sequential_map
-            )
-        mapper(lambda pair: self.put(pair[0], pair[1]), pairs)
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """Store many small objects: concurrently where requests are remote, else as the
+        backend does it best."""
+        self._map_requests(lambda pair: self.put(pair[0], pair[1]), list(items.items()))
 
     @abc.abstractmethod
     def get(self, key: str) -> bytes:
@@ -194,44 +218,30 @@ class ObjectStore(abc.ABC):
     def head(self, key: str) -> ObjectInfo | None:
         """Size and ETag of the object, or None when it does not exist."""
 
-    # Whether each request is a network round trip (S3): then requests are issued concurrently
-    # and a listing of a key range (1000 keys per request) beats a HEAD per key. On a local disk
-    # a request is a few system calls, and threads would only add overhead.
-    remote: ClassVar[bool] = False
-
-    def head_many(
-        self,
-        keys: Sequence[str],
-        *,
-        max_workers: int = 32,
-        mapper: Mapper | None = None,
-    ) -> dict[str, ObjectInfo | None]:
+    def head_many(self, keys: Sequence[str]) -> dict[str, ObjectInfo | None]:
         """``head`` of many keys, never one request after another.
 
         Where listing is cheap, keys that lie together in key order (an upload batch's usually
-        do) are found by listing their key range: 500 keys cost one request instead of 500. A
-        key the listing did not reach is asked for with a HEAD. ``mapper`` runs the HEADs
-        concurrently (default: a thread pool of ``max_workers``).
+        do) are found by listing their key range: 500 present keys cost one request instead of
+        500. A key the listing did not show is asked for with a HEAD, concurrently on the
+        store's pool: a listing proves presence, never absence (see ``list``).
         """
         wanted = sorted(set(keys))
         found: dict[str, ObjectInfo | None] = {}
         if self.remote and len(wanted) > 2:
-            found = self._list_range(wanted)
+            found.update(self._list_range(wanted))
         rest = [k for k in wanted if k not in found]
         if rest:
-            if not self.remote:
-                mapper = _sequential_map
-            elif mapper is None:
-                mapper = functools.partial(_thread_map, max_workers=max_workers)
-            found.update(zip(rest, mapper(self.head, rest), strict=True))
+            found.update(zip(rest, self._map_requests(self.head, rest), strict=True))
         return {key: found[key] for key in keys}
 
-    def _list_range(self, wanted: list[str]) -> dict[str, ObjectInfo | None]:
-        """What a listing from the first to the last wanted key says of each wanted key.
+    def _list_range(self, wanted: builtins.list[str]) -> dict[str, ObjectInfo]:
+        """The wanted keys that a listing from the first to the last wanted key shows.
 
-        Every key up to the last one listed has been seen, so a wanted key among them that was
-        not listed is absent. Stops when the listing strays (many foreign keys interleave) and
-        leaves the keys it did not reach to the caller.
+        Only presence is taken from the listing: a server that lists in another order than
+        S3's, or reads ``start_after`` its own way, may not show a key that exists, so a key
+        not shown is left to the caller. Stops at the last wanted key, or when the listing
+        strays (many foreign keys interleave).
         """
         first, last = wanted[0], wanted[-1]
         prefix = posixpath.commonprefix([first, last]).rpartition("/")[0]
@@ -244,26 +254,49 @@ class ObjectStore(abc.ABC):
         budget = 2 * len(wanted) + 1000
         wanted_set = set(wanted)
         listed: dict[str, ObjectInfo] = {}
-        reached = ""
         # Pages no larger than needed: a server renders every key of a page.
         page_size = min(1000, len(wanted) + 16)
         listing = self.list(prefix, start_after=start_after, page_size=page_size)
         for count, info in enumerate(listing, start=1):
-            reached = info.key
             if info.key in wanted_set:
                 listed[info.key] = info
+                if len(listed) == len(wanted_set):
+                    break
             if info.key >= last or count >= budget:
                 break
-        else:
-            reached = "\U0010ffff"  # the listing ended: nothing after it exists
-        return {key: listed.get(key) for key in wanted if key <= reached}
+        return listed
 
     @abc.abstractmethod
     def list(
         self, prefix: str = "", *, start_after: str | None = None, page_size: int = 1000
     ) -> Iterator[ObjectInfo]:
-        """Every object whose key starts with ``prefix``, in key order (UTF-8 byte order),
-        starting after ``start_after``; fetched ``page_size`` at a time."""
+        """Every object whose key starts with ``prefix``, each once, fetched ``page_size`` at
+        a time, in the order the backend lists.
+
+        The listing-order contract: S3 (and the local backend) list in key order (UTF-8 byte
+        order), and ``start_after`` skips every key up to it in that order. Not every
+        S3-compatible server does: SeaweedFS lists directory by directory ("p/a/b" before
+        "p/a-b") and reads ``start_after`` as a position in that walk. So no caller may infer
+        from a listing that a key it did not show is absent, and a caller that needs byte
+        order asks ``list_ordered`` (streams, or raises ListingOrderError) or ``list_sorted``
+        (always; sorts in memory).
+        """
+
+    def list_ordered(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """``list(prefix)`` checked to be in byte order as it streams: ListingOrderError at
+        the first key out of order, before that key is yielded."""
+        previous: str | None = None
+        for info in self.list(prefix):
+            if previous is not None and info.key <= previous:
+                raise ListingOrderError(self, prefix, previous, info.key)
+            previous = info.key
+            yield info
+
+    def list_sorted(self, prefix: str = "") -> builtins.list[ObjectInfo]:
+        """Every object under ``prefix`` in byte order whatever order the server lists in,
+        held in memory (Python orders str by code point, which is UTF-8 byte order)."""
+        by_key = {info.key: info for info in self.list(prefix)}
+        return [by_key[key] for key in sorted(by_key)]
 
     @abc.abstractmethod
     def delete_many(self, keys: Iterable[str]) -> None:
@@ -290,6 +323,20 @@ class ObjectStore(abc.ABC):
         faster together)."""
         return [self.presigned_put_url(k, m, expires_in=expires_in) for k, m in items]
 
+    def presigned_put_urls_with_acl(
+        self, keys: Sequence[str], acl: str, *, expires_in: int
+    ) -> builtins.list[str]:
+        """PUT URLs that require the header ``X-Amz-ACL: {acl}`` and no Content-MD5, for
+        clients that send that header and no md5. Storage checks no digest on these: whoever
+        hands them out must verify what was stored."""
+        raise NotImplementedError(f"{type(self).__name__} signs no ACL upload URLs")
+
     @abc.abstractmethod
     def presigned_get_url(self, key: str, *, expires_in: int) -> str:
         """A URL that answers an HTTP GET (with Range support) of the object."""
+
+    def presigned_get_urls(
+        self, keys: Sequence[str], *, expires_in: int
+    ) -> builtins.list[str]:  # bare "list" is the method above
+        """``presigned_get_url`` of many keys (a backend may sign them faster together)."""
+        return [self.presigned_get_url(key, expires_in=expires_in) for key in keys]

@@ -6,7 +6,7 @@ import builtins
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -54,17 +54,24 @@ class S3ObjectStore(ObjectStore):
         secret_access_key: str | None = None,
         presign_endpoint_url: str | None = None,
         max_pool_connections: int = 64,
+        concurrency: int = 32,
     ) -> None:
         self.bucket = bucket
         self.endpoint_url = endpoint_url
         self.presign_endpoint_url = presign_endpoint_url
+        self.concurrency = concurrency
+        # A private session: boto3's default session is not thread-safe to create clients from.
+        # Keys given here are the session's, so its credentials are what the clients sign with.
+        self._session = boto3.session.Session(
+            aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key
+        )
         self.client = self._make_client(
-            endpoint_url, region, access_key_id, secret_access_key, max_pool_connections
+            self._session, endpoint_url, region, max(max_pool_connections, concurrency)
         )
         # Signing is local computation, but the signature covers the Host header: URLs handed to
         # clients must be signed for the address the clients use.
         self.presign_client = (
-            self._make_client(presign_endpoint_url, region, access_key_id, secret_access_key, 1)
+            self._make_client(self._session, presign_endpoint_url, region, 1)
             if presign_endpoint_url
             else self.client
         )
@@ -73,17 +80,16 @@ class S3ObjectStore(ObjectStore):
 
     @staticmethod
     def _make_client(
+        session: boto3.session.Session,
         endpoint_url: str | None,
         region: str,
-        access_key_id: str | None,
-        secret_access_key: str | None,
         max_pool_connections: int,
     ) -> S3Client:
         config = Config(
             region_name=region,
             # SigV4 puts Content-MD5 into the signed headers of a presigned PUT.
             signature_version="s3v4",
-            # head_many runs up to this many requests at once; a smaller pool would queue them.
+            # Batch methods run ``concurrency`` requests at once; a smaller pool would queue them.
             max_pool_connections=max_pool_connections,
             retries={"mode": "standard", "max_attempts": 5},
             # Custom endpoints (MinIO, moto) have no per-bucket DNS names.
@@ -92,11 +98,6 @@ class S3ObjectStore(ObjectStore):
             # S3-compatible servers do not all accept; integrity comes from Content-MD5 instead.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
-        )
-        # A private session: boto3's default session is not thread-safe to create clients from.
-        # Keys given here are the session's, so its credentials are what the client signs with.
-        session = boto3.session.Session(
-            aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key
         )
         client: S3Client = session.client("s3", endpoint_url=endpoint_url, config=config)
         return client
@@ -230,13 +231,17 @@ class S3ObjectStore(ObjectStore):
         params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page_size}
         if start_after:
             params["StartAfter"] = start_after
+        previous = None
         while True:
             try:
                 response = self.client.list_objects_v2(**params)
             except ClientError as error:
                 raise ObjectStoreError(f"list {prefix!r}: {error}") from error
             for item in response.get("Contents", []):
-                yield ObjectInfo(item["Key"], item["Size"], strip_etag(item["ETag"]))
+                # SeaweedFS may repeat a page's last key first on the next page.
+                if item["Key"] != previous:
+                    previous = item["Key"]
+                    yield ObjectInfo(item["Key"], item["Size"], strip_etag(item["ETag"]))
             if not response.get("IsTruncated"):
                 return
             # The continuation token supersedes StartAfter on the following pages.
@@ -258,6 +263,32 @@ class S3ObjectStore(ObjectStore):
         URLs in a few milliseconds. The URLs are byte-for-byte what ``generate_presigned_url``
         gives (a test checks).
         """
+        base, credentials = self._signer()
+        return sigv4.presign_puts(
+            base,
+            [(key, content_md5_header(md5_hex)) for key, md5_hex in items],
+            credentials=credentials,
+            region=self.region,
+            expires_in=expires_in,
+        )
+
+    def presigned_put_urls_with_acl(
+        self, keys: Sequence[str], acl: str, *, expires_in: int
+    ) -> builtins.list[str]:
+        base, credentials = self._signer()
+        return sigv4.presign_puts_with_acl(
+            base, keys, acl, credentials=credentials, region=self.region, expires_in=expires_in
+        )
+
+    def presigned_get_urls(self, keys: Sequence[str], *, expires_in: int) -> builtins.list[str]:
+        """GET URLs signed as ``presigned_put_urls`` signs (botocore's URLs byte for byte)."""
+        base, credentials = self._signer()
+        return sigv4.presign_gets(
+            base, keys, credentials=credentials, region=self.region, expires_in=expires_in
+        )
+
+    def _signer(self) -> tuple[str, sigv4.Credentials]:
+        """The object URL prefix and the credentials that sign for it."""
         base = self._presign_base
         if base is None:
             # The object URL prefix (endpoint, addressing style, bucket) as botocore builds it.
@@ -265,27 +296,12 @@ class S3ObjectStore(ObjectStore):
                 "get_object", Params={"Bucket": self.bucket, "Key": "probe"}, ExpiresIn=60
             )
             base = self._presign_base = probe.split("?", 1)[0][: -len("probe")]
-        # The very credentials the client signs with (refreshable ones refresh here too).
-        credentials = cast(Any, self.presign_client)._request_signer._credentials
-        if credentials is None:
-            raise ObjectStoreError("no S3 credentials to sign upload URLs with")
-        frozen = credentials.get_frozen_credentials()
-        return sigv4.presign_puts(
-            base,
-            [(key, content_md5_header(md5_hex)) for key, md5_hex in items],
-            credentials=sigv4.Credentials(frozen.access_key, frozen.secret_key, frozen.token),
-            region=self.region,
-            expires_in=expires_in,
-        )
-
-    def presigned_put_url_botocore(self, key: str, md5_hex: str, *, expires_in: int) -> str:
-        """The same URL through botocore's full pipeline (the reference for tests)."""
-        return self.presign_client.generate_presigned_url(
-            "put_object",
-            Params={"Bucket": self.bucket, "Key": key, "ContentMD5": content_md5_header(md5_hex)},
-            ExpiresIn=expires_in,
-            HttpMethod="PUT",
-        )
+        # The session's credentials, which its clients sign with (refreshable ones refresh here).
+        credentials = self._session.get_credentials()
+        frozen = credentials.get_frozen_credentials() if credentials is not None else None
+        if frozen is None or frozen.access_key is None or frozen.secret_key is None:
+            raise ObjectStoreError("no S3 credentials to sign URLs with")
+        return base, sigv4.Credentials(frozen.access_key, frozen.secret_key, frozen.token)
 
     def presigned_get_url(self, key: str, *, expires_in: int) -> str:
         return self.presign_client.generate_presigned_url(

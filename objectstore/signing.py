@@ -19,6 +19,7 @@ from objectstore.base import check_md5_hex
 # Query parameter names.
 EXPIRES = "expires"
 MD5 = "md5"
+ACL = "acl"
 SIGNATURE = "signature"
 
 
@@ -27,10 +28,13 @@ def _signing_key(secret_key: str) -> bytes:
     return hashlib.sha256(b"dandizarr.objectstore.local:" + secret_key.encode()).digest()
 
 
-def signature(secret_key: str, method: str, key: str, md5_hex: str, expires: int) -> str:
-    # Newlines cannot occur in a method, an md5 or a number and the key (which may hold any
-    # character) comes last, so distinct tuples never give the same message.
-    message = "\n".join([method.upper(), md5_hex, str(expires), key])
+def signature(
+    secret_key: str, method: str, key: str, md5_hex: str, expires: int, acl: str = ""
+) -> str:
+    # Newlines cannot occur in a method, an md5, an ACL name or a number and the key (which may
+    # hold any character) comes last, so distinct tuples never give the same message.
+    acl_part = [f"acl={acl}"] if acl else []
+    message = "\n".join([method.upper(), md5_hex, *acl_part, str(expires), key])
     return hmac.new(_signing_key(secret_key), message.encode(), hashlib.sha256).hexdigest()
 
 
@@ -48,9 +52,13 @@ def presigned_url(
     *,
     expires_in: int,
     md5_hex: str = "",
+    acl: str = "",
     now: float | None = None,
 ) -> str:
-    """``{base_url}/{key}?expires=...&md5=...&signature=...``."""
+    """``{base_url}/{key}?expires=...&md5=...&signature=...`` (``acl=`` instead of ``md5=``
+    for a PUT that must carry that ``X-Amz-ACL`` header and no Content-MD5)."""
+    if "\n" in acl:
+        raise ValueError(f"not an ACL name: {acl!r}")
     if expires_in <= 0:
         raise ValueError(f"expires_in must be positive, got {expires_in}")
     if md5_hex:
@@ -59,7 +67,9 @@ def presigned_url(
     params = {EXPIRES: str(expires)}
     if md5_hex:
         params[MD5] = md5_hex
-    params[SIGNATURE] = signature(secret_key, method, key, md5_hex, expires)
+    if acl:
+        params[ACL] = acl
+    params[SIGNATURE] = signature(secret_key, method, key, md5_hex, expires, acl)
     return f"{base_url.rstrip('/')}/{quote_key(key)}?{urlencode(params)}"
 
 
@@ -75,6 +85,8 @@ class Verified:
     verdict: Verdict
     # The signed md5 (PUT), lower-case hex; "" when none was signed.
     md5_hex: str = ""
+    # The signed X-Amz-ACL a PUT must carry; "" when none was signed.
+    acl: str = ""
 
 
 def verify(
@@ -93,12 +105,13 @@ def verify(
     expires_raw = query.get(EXPIRES, "")
     given = query.get(SIGNATURE, "")
     md5_hex = query.get(MD5, "").lower()
-    if not (expires_raw.isascii() and expires_raw.isdigit()) or not given:
+    acl = query.get(ACL, "")
+    if "\n" in acl or not (expires_raw.isascii() and expires_raw.isdigit()) or not given:
         return Verified(Verdict.MISSING)
     expires = int(expires_raw)
-    expected = signature(secret_key, method, key, md5_hex, expires)
+    expected = signature(secret_key, method, key, md5_hex, expires, acl)
     if not hmac.compare_digest(expected, given.lower()):
         return Verified(Verdict.BAD_SIGNATURE)
     if (time.time() if now is None else now) > expires:
-        return Verified(Verdict.EXPIRED, md5_hex)
-    return Verified(Verdict.OK, md5_hex)
+        return Verified(Verdict.EXPIRED, md5_hex, acl)
+    return Verified(Verdict.OK, md5_hex, acl)

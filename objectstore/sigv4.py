@@ -1,4 +1,5 @@
-"""AWS Signature Version 4 query signing of S3 PUT URLs that carry a signed Content-MD5.
+"""AWS Signature Version 4 query signing of S3 PUT URLs that carry a signed Content-MD5, and
+of GET URLs.
 
 Pure library. botocore signs one request per call through its request pipeline (about 75 us a
 URL); a batch asks for 500 URLs, all for one host, one date and one credential scope, so the
@@ -63,6 +64,72 @@ def presign_puts(
     or ``http://endpoint/bucket/``); keys are appended percent-encoded with ``/`` kept. Every
     URL requires its ``Content-MD5`` header, so storage rejects any other body (BadDigest).
     """
+    return _presign(
+        "PUT",
+        object_base_url,
+        [(key, {"content-md5": content_md5.strip()}) for key, content_md5 in items],
+        SIGNED_HEADERS,
+        credentials=credentials,
+        region=region,
+        expires_in=expires_in,
+    )
+
+
+def presign_puts_with_acl(
+    object_base_url: str,
+    keys: Iterable[str],
+    acl: str,
+    *,
+    credentials: Credentials,
+    region: str,
+    expires_in: int,
+) -> list[str]:
+    """Presigned PUT URLs that require the header ``x-amz-acl: {acl}`` and no Content-MD5 (for
+    clients that send that header and no md5: storage then checks no digest, so whoever hands
+    out these URLs must verify what was stored)."""
+    return _presign(
+        "PUT",
+        object_base_url,
+        [(key, {"x-amz-acl": acl}) for key in keys],
+        "host;x-amz-acl",
+        credentials=credentials,
+        region=region,
+        expires_in=expires_in,
+    )
+
+
+def presign_gets(
+    object_base_url: str,
+    keys: Iterable[str],
+    *,
+    credentials: Credentials,
+    region: str,
+    expires_in: int,
+) -> list[str]:
+    """Presigned GET URLs (any ``Range`` header allowed) of ``keys``, as ``presign_puts``."""
+    return _presign(
+        "GET",
+        object_base_url,
+        [(key, {}) for key in keys],
+        "host",
+        credentials=credentials,
+        region=region,
+        expires_in=expires_in,
+    )
+
+
+def _presign(
+    method: str,
+    object_base_url: str,
+    items: Iterable[tuple[str, dict[str, str]]],
+    signed_headers: str,
+    *,
+    credentials: Credentials,
+    region: str,
+    expires_in: int,
+) -> list[str]:
+    """``method`` URLs of ``(key, {header: value})`` pairs, one signing key for all;
+    ``signed_headers`` names those headers and ``host`` in SigV4's sorted, ``;``-joined form."""
     if expires_in <= 0:
         raise ValueError(f"expires_in must be positive, got {expires_in}")
     timestamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -80,7 +147,7 @@ def presign_puts(
         "X-Amz-Credential": f"{credentials.access_key}/{scope}",
         "X-Amz-Date": timestamp,
         "X-Amz-Expires": str(expires_in),
-        "X-Amz-SignedHeaders": SIGNED_HEADERS,
+        "X-Amz-SignedHeaders": signed_headers,
     }
     if credentials.token is not None:
         params["X-Amz-Security-Token"] = credentials.token
@@ -90,12 +157,15 @@ def presign_puts(
     canonical_query = "&".join(f"{k}={v}" for k, v in sorted(encoded))
     string_to_sign_head = f"{ALGORITHM}\n{timestamp}\n{scope}\n"
     urls = []
-    for key, content_md5 in items:
+    for key, headers in items:
         path = base_path + _encode(key, safe="/")
+        canonical_headers = "".join(
+            f"{name}:{value}\n" for name, value in sorted({**headers, "host": host}.items())
+        )
         canonical_request = (
-            f"PUT\n{path}\n{canonical_query}\n"
-            f"content-md5:{content_md5.strip()}\nhost:{host}\n\n"
-            f"{SIGNED_HEADERS}\nUNSIGNED-PAYLOAD"
+            f"{method}\n{path}\n{canonical_query}\n"
+            f"{canonical_headers}\n"
+            f"{signed_headers}\nUNSIGNED-PAYLOAD"
         )
         digest = hashlib.sha256(canonical_request.encode()).hexdigest()
         signature = hmac.new(

@@ -15,12 +15,15 @@ from typing import Any, Literal
 import crc32c as _crc32c
 import numpy as np
 
+from sharding.codecs.base import codec_name_config
+
 __all__ = [
     "MAX_UINT64",
     "IndexCodecs",
     "IndexCodecsLike",
     "ShardFormatError",
     "ShardIndex",
+    "as_index_codecs",
     "nbytes_encoded",
 ]
 
@@ -33,18 +36,6 @@ _VARIABLE_SIZE_CODECS = {"gzip", "zstd", "blosc", "lz4", "zlib", "bz2", "lzma", 
 
 class ShardFormatError(ValueError):
     """A shard (or its index) is malformed: truncated, corrupt or inconsistent."""
-
-
-def _codec_name_config(codec: Mapping[str, Any] | str) -> tuple[str, Mapping[str, Any]]:
-    if isinstance(codec, str):
-        return codec, {}
-    name = codec.get("name")
-    if not isinstance(name, str):
-        raise ValueError(f"codec without a name: {codec!r}")
-    config = codec.get("configuration") or {}
-    if not isinstance(config, Mapping):
-        raise ValueError(f"codec {name!r}: configuration must be an object")
-    return name, config
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +56,7 @@ class IndexCodecs:
         crc = False
         transpose: tuple[int, ...] | None = None
         for codec in codecs:
-            name, config = _codec_name_config(codec)
+            name, config = codec_name_config(codec)
             if name in _VARIABLE_SIZE_CODECS:
                 raise ValueError(
                     f"index_codecs: {name!r} produces a variable-size encoding, which the "
@@ -113,7 +104,8 @@ def nbytes_encoded(chunks_per_shard: Sequence[int], crc32c: bool) -> int:
 IndexCodecsLike = IndexCodecs | Sequence[Mapping[str, Any] | str] | None
 
 
-def _as_codecs(codecs: IndexCodecsLike) -> IndexCodecs:
+def as_index_codecs(codecs: IndexCodecsLike) -> IndexCodecs:
+    """Index codecs from their JSON (None: the default, little-endian with crc32c)."""
     if codecs is None:
         return IndexCodecs()
     if isinstance(codecs, IndexCodecs):
@@ -179,7 +171,7 @@ class ShardIndex:
         return np.array_equal(self.offsets_and_lengths, other.offsets_and_lengths)
 
     def encode(self, codecs: IndexCodecsLike = None) -> bytes:
-        spec = _as_codecs(codecs)
+        spec = as_index_codecs(codecs)
         array = self.offsets_and_lengths
         if spec.transpose is not None:
             array = array.transpose(spec.transpose)
@@ -197,7 +189,7 @@ class ShardIndex:
         codecs: IndexCodecsLike = None,
     ) -> ShardIndex:
         """Parse an encoded index, checking its length, checksum and empty markers."""
-        spec = _as_codecs(codecs)
+        spec = as_index_codecs(codecs)
         cps = tuple(int(n) for n in chunks_per_shard)
         expected = nbytes_encoded(cps, spec.crc32c)
         if len(data) != expected:

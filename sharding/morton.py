@@ -17,16 +17,25 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["morton_code", "morton_order", "morton_order_array", "morton_rank"]
+__all__ = [
+    "compressed_morton_bits",
+    "morton_code",
+    "morton_codes",
+    "morton_decode",
+    "morton_order",
+    "morton_order_array",
+    "morton_rank",
+]
 
 
-def _bits(shape: Sequence[int]) -> tuple[int, ...]:
-    return tuple(max(0, int(n) - 1).bit_length() for n in shape)
+def compressed_morton_bits(shape: Sequence[int]) -> list[int]:
+    """Bits per dimension of a compressed Morton code over a grid of ``shape``."""
+    return [max(0, int(n) - 1).bit_length() for n in shape]
 
 
 def morton_code(coords: Sequence[int], shape: Sequence[int]) -> int:
     """The compressed Morton code of one coordinate in a grid of ``shape``."""
-    bits = _bits(shape)
+    bits = compressed_morton_bits(shape)
     code = 0
     out_bit = 0
     for level in range(max(bits, default=0)):
@@ -37,21 +46,39 @@ def morton_code(coords: Sequence[int], shape: Sequence[int]) -> int:
     return code
 
 
-def _codes(shape: tuple[int, ...]) -> np.ndarray:
-    """Compressed Morton code of every coordinate of ``shape``, in C order (flat, uint64)."""
-    bits = _bits(shape)
-    if sum(bits) > 64:
-        raise ValueError(f"grid {shape} too large for 64-bit Morton codes")
-    grids = np.indices(shape, dtype=np.uint64).reshape(len(shape), -1)
-    codes = np.zeros(grids.shape[1], dtype=np.uint64)
+def morton_decode(code: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """The coordinate whose compressed Morton code in a grid of ``shape`` is ``code``."""
+    bits = compressed_morton_bits(shape)
+    position = [0] * len(bits)
     out_bit = 0
     for level in range(max(bits, default=0)):
         for dim, nbits in enumerate(bits):
             if level < nbits:
-                bit = (grids[dim] >> np.uint64(level)) & np.uint64(1)
+                position[dim] |= ((code >> out_bit) & 1) << level
+                out_bit += 1
+    return tuple(position)
+
+
+def morton_codes(positions: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """Compressed Morton codes of ``[n, ndim]`` grid positions (vectorized, uint64)."""
+    bits = compressed_morton_bits(shape)
+    positions = positions.astype(np.uint64)
+    codes = np.zeros(len(positions), dtype=np.uint64)
+    out_bit = 0
+    for level in range(max(bits, default=0)):
+        for dim, nbits in enumerate(bits):
+            if level < nbits:
+                bit = (positions[:, dim] >> np.uint64(level)) & np.uint64(1)
                 codes |= bit << np.uint64(out_bit)
                 out_bit += 1
     return codes
+
+
+def _codes(shape: tuple[int, ...]) -> np.ndarray:
+    """Compressed Morton code of every coordinate of ``shape``, in C order (flat, uint64)."""
+    if sum(compressed_morton_bits(shape)) > 64:
+        raise ValueError(f"grid {shape} too large for 64-bit Morton codes")
+    return morton_codes(np.indices(shape, dtype=np.uint64).reshape(len(shape), -1).T, shape)
 
 
 @lru_cache(maxsize=64)

@@ -15,15 +15,15 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import mmh3
 import numpy as np
 
-from sharding.store import KeyValueStore, VersionMismatch
+from sharding.morton import morton_code
+from sharding.store import KeyValueStore
 
 SHARDING_TYPE = "neuroglancer_uint64_sharded_v1"
 HASHES = ("identity", "murmurhash3_x86_128")
@@ -141,49 +141,25 @@ def murmurhash3_x86_128_low64(value: int) -> int:
     return int(digest) & UINT64_MAX
 
 
-def compressed_morton_bits(grid_shape: Sequence[int]) -> list[int]:
-    """Bits per dimension of a compressed Morton code over a grid of ``grid_shape`` chunks."""
-    return [max(0, int(g) - 1).bit_length() for g in grid_shape]
-
-
 def compressed_morton_code(position: Sequence[int], grid_shape: Sequence[int]) -> int:
-    """The compressed Morton code of a chunk position: bits interleaved, least significant first,
-    dimensions in order, skipping a dimension once its bits are used up."""
-    bits = compressed_morton_bits(grid_shape)
-    if len(position) != len(bits):
+    """The compressed Morton code of a chunk position (``sharding.morton``), checked to lie in
+    the grid: a chunk id outside it would name another chunk."""
+    if len(position) != len(grid_shape):
         raise ValueError(f"position {tuple(position)} does not match grid {tuple(grid_shape)}")
     for p, g in zip(position, grid_shape, strict=True):
         if not 0 <= p < g:
             raise ValueError(f"position {tuple(position)} is outside grid {tuple(grid_shape)}")
-    code = 0
-    out = 0
-    for i in range(max(bits, default=0)):
-        for d, nbits in enumerate(bits):
-            if i < nbits:
-                code |= ((int(position[d]) >> i) & 1) << out
-                out += 1
-    return code
+    return morton_code(position, grid_shape)
 
 
-def compressed_morton_decode(code: int, grid_shape: Sequence[int]) -> tuple[int, ...]:
-    """Inverse of :func:`compressed_morton_code`."""
-    bits = compressed_morton_bits(grid_shape)
-    position = [0] * len(bits)
-    out = 0
-    for i in range(max(bits, default=0)):
-        for d, nbits in enumerate(bits):
-            if i < nbits:
-                position[d] |= ((code >> out) & 1) << i
-                out += 1
-    return tuple(position)
-
-
-def _encode(data: bytes, encoding: str) -> bytes:
+def encode_payload(data: bytes, encoding: str) -> bytes:
+    """Chunk data or a minishard index as stored under ``encoding`` (raw or gzip)."""
     # mtime=0 keeps shard files reproducible.
     return gzip.compress(data, mtime=0) if encoding == "gzip" else data
 
 
-def _decode(data: bytes, encoding: str, what: str) -> bytes:
+def decode_payload(data: bytes, encoding: str, what: str) -> bytes:
+    """Inverse of ``encode_payload``; ShardingError naming ``what`` on corrupt gzip."""
     if encoding != "gzip":
         return data
     try:
@@ -266,11 +242,13 @@ def encode_shard(spec: ShardingSpec, chunks: Mapping[int, bytes]) -> bytes:
     for minishard in sorted(by_minishard):
         entries = []
         for chunk_id in sorted(by_minishard[minishard]):
-            data = _encode(bytes(chunks[chunk_id]), spec.data_encoding)
+            data = encode_payload(bytes(chunks[chunk_id]), spec.data_encoding)
             entries.append(MinishardEntry(chunk_id, offset, offset + len(data)))
             parts.append(data)
             offset += len(data)
-        index = _encode(encode_minishard_index(entries, index_size), spec.minishard_index_encoding)
+        index = encode_payload(
+            encode_minishard_index(entries, index_size), spec.minishard_index_encoding
+        )
         shard_index[minishard] = (offset - index_size, offset - index_size + len(index))
         parts.append(index)
         offset += len(index)
@@ -287,20 +265,22 @@ def decode_shard(spec: ShardingSpec, data: bytes) -> dict[int, bytes]:
     shard_index = np.frombuffer(data, dtype="<u8", count=2 * spec.num_minishards).reshape(-1, 2)
     chunks: dict[int, bytes] = {}
     for start, end in shard_index.tolist():
-        start, end = _check_minishard_range(start, end, index_size, len(data))
+        start, end = check_minishard_range(start, end, index_size, len(data))
         if start == end:
             continue
-        index = _decode(data[start:end], spec.minishard_index_encoding, "minishard index")
+        index = decode_payload(data[start:end], spec.minishard_index_encoding, "minishard index")
         for entry in decode_minishard_index(index, index_size, len(data)):
-            chunks[entry.chunk_id] = _decode(
+            chunks[entry.chunk_id] = decode_payload(
                 data[entry.start : entry.end], spec.data_encoding, "chunk data"
             )
     return chunks
 
 
-def _check_minishard_range(
+def check_minishard_range(
     start: int, end: int, index_size: int, shard_size: int | None
 ) -> tuple[int, int]:
+    """Absolute ``[start, end)`` of a minishard index from its shard-index entry (relative to
+    the end of the shard index); ShardingError when it is reversed or past the shard."""
     if end < start:
         raise ShardingError(f"minishard index range [{start}, {end}) is reversed")
     absolute = (index_size + start, index_size + end)
@@ -331,118 +311,3 @@ def write_shards(
         store.set(key, encode_shard(spec, {i: chunks[i] for i in ids}))
         keys.append(key)
     return keys
-
-
-@dataclass
-class _CachedMinishard:
-    version: str
-    entries: dict[int, tuple[int, int]]  # chunk id -> absolute [start, end)
-
-
-@dataclass
-class ShardedReader:
-    """Reads chunks of one sharded precomputed scale from a KeyValueStore.
-
-    Minishard indexes are cached per ``(shard key, minishard)`` together with the shard's
-    version; every later read is conditioned on that version and a mismatch drops the shard's
-    cached indexes and retries from the shard index.
-    """
-
-    store: KeyValueStore
-    spec: ShardingSpec
-    prefix: str = ""
-    cache_size: int = 1024
-    _cache: OrderedDict[tuple[str, int], _CachedMinishard] = field(
-        default_factory=OrderedDict, init=False, repr=False
-    )
-
-    def shard_key(self, chunk_id: int) -> str:
-        return self.prefix + self.spec.shard_name(self.spec.locate(chunk_id).shard)
-
-    def get(self, chunk_id: int) -> bytes | None:
-        """The decoded data of one chunk, or None when absent."""
-        location = self.spec.locate(chunk_id)
-        key = self.prefix + self.spec.shard_name(location.shard)
-        for _attempt in range(8):
-            try:
-                return self._get(key, location.minishard, chunk_id)
-            except VersionMismatch:
-                self._drop(key)
-        raise ShardingError(f"shard {key} kept changing while being read")
-
-    def get_many(self, chunk_ids: Iterable[int]) -> dict[int, bytes]:
-        """The present chunks among ``chunk_ids``."""
-        found = {}
-        for chunk_id in chunk_ids:
-            data = self.get(chunk_id)
-            if data is not None:
-                found[chunk_id] = data
-        return found
-
-    def _drop(self, key: str) -> None:
-        for cache_key in [k for k in self._cache if k[0] == key]:
-            del self._cache[cache_key]
-
-    def _get(self, key: str, minishard: int, chunk_id: int) -> bytes | None:
-        cached = self._cache.get((key, minishard))
-        fresh = cached is None
-        if cached is None:
-            cached = self._load_minishard(key, minishard)
-            if cached is None:
-                return None
-        else:
-            self._cache.move_to_end((key, minishard))
-        span = cached.entries.get(chunk_id)
-        if span is None:
-            # Absent from a cached index: confirm the shard has not changed since (one request).
-            if not fresh and self.store.get_range(key, 0, 1, if_version=cached.version) is None:
-                self._drop(key)
-            return None
-        start, end = span
-        read = self.store.get_range(key, start, end, if_version=cached.version)
-        if read is None:
-            self._drop(key)
-            return None
-        if len(read.data) != end - start:
-            raise ShardingError(f"chunk {chunk_id} range [{start}, {end}) is past the end of {key}")
-        return _decode(read.data, self.spec.data_encoding, "chunk data")
-
-    def _load_minishard(self, key: str, minishard: int) -> _CachedMinishard | None:
-        index_size = self.spec.shard_index_size
-        read = self.store.get_range(key, 16 * minishard, 16 * minishard + 16)
-        if read is None:
-            return None
-        if len(read.data) != 16:
-            raise ShardingError(f"shard index of {key} is truncated")
-        version = read.version
-        if version is None:
-            raise ShardingError(f"the store gives no version for {key}; cannot validate reads")
-        for (other_key, _m), other in list(self._cache.items()):
-            if other_key == key and other.version != version:
-                self._drop(key)
-                break
-        relative_start, relative_end = struct.unpack("<QQ", read.data)
-        start, end = _check_minishard_range(relative_start, relative_end, index_size, None)
-        entries: dict[int, tuple[int, int]] = {}
-        if start != end:
-            index = self.store.get_range(key, start, end, if_version=version)
-            if index is None:
-                raise VersionMismatch(key)
-            if len(index.data) != end - start:
-                raise ShardingError(
-                    f"minishard index range [{start}, {end}) is past the end of {key}"
-                )
-            decoded = _decode(index.data, self.spec.minishard_index_encoding, "minishard index")
-            for entry in decode_minishard_index(decoded, index_size):
-                entries[entry.chunk_id] = (entry.start, entry.end)
-        cached = _CachedMinishard(version, entries)
-        self._cache[(key, minishard)] = cached
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        return cached
-
-    def iter_shard_chunks(self, shard: int) -> Iterator[tuple[int, bytes]]:
-        """Every chunk of one shard (one whole-object read)."""
-        data = self.store.get(self.prefix + self.spec.shard_name(shard))
-        if data is not None:
-            yield from sorted(decode_shard(self.spec, data).items())

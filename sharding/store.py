@@ -14,10 +14,9 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from objectstore import ObjectStore
+from objectstore import ObjectNotFound, ObjectStore, PreconditionFailed
 
 
 class VersionMismatch(Exception):
@@ -33,6 +32,13 @@ class RangeRead:
 
 @runtime_checkable
 class KeyValueStore(Protocol):
+    """What the sharding library stores through.
+
+    A missing key is an answer, not an error: ``get`` and ``get_range`` return None, ``delete``
+    succeeds, ``list_prefix`` does not list it. (Shards are sparse: an absent one reads as fill
+    value, so absence is the common case.) Errors are for the store failing.
+    """
+
     def get(self, key: str) -> bytes | None:
         """The whole value, or None when absent."""
 
@@ -185,8 +191,6 @@ class ObjectStoreKV:
     prefix: str = ""
 
     def get(self, key: str) -> bytes | None:
-        from objectstore import ObjectNotFound
-
         try:
             return self.store.get(self.prefix + key)
         except ObjectNotFound:
@@ -195,8 +199,6 @@ class ObjectStoreKV:
     def get_range(
         self, key: str, start: int, end: int | None = None, *, if_version: str | None = None
     ) -> RangeRead | None:
-        from objectstore import ObjectNotFound, PreconditionFailed
-
         try:
             data, etag = self.store.read_range(self.prefix + key, start, end, if_match=if_version)
         except ObjectNotFound:

@@ -12,6 +12,7 @@ from django.test.testcases import LiveServerThread
 from moto.server import ThreadedMotoServer
 
 from dandizarr.httpserver import NoDelayThreadedWSGIServer
+from tests.support.seaweedfs import SeaweedS3
 
 # Credentials for moto only; set before any boto3 client exists.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -20,6 +21,19 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 # The live test service answers like ``dandizarr serve`` (no 40 ms Nagle stall per reply).
 LiveServerThread.server_class = NoDelayThreadedWSGIServer
+
+
+# Tests using these fixtures talk to a server over real HTTP; they are marked ``live``.
+LIVE_FIXTURES = frozenset({"live_server", "seaweedfs"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark as ``live`` every test that starts a server or process: by its fixtures, or by its
+    module's name (``*_live.py``) or ``pytestmark``, so ``-m "not live"`` is a fast inner loop."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & LIVE_FIXTURES or item.path.name.endswith("_live.py"):
+            item.add_marker(pytest.mark.live)
 
 
 @pytest.fixture(scope="session")
@@ -53,3 +67,18 @@ def s3_bucket(moto_server: str) -> str:
     client = boto3.client("s3", endpoint_url=moto_server, region_name="us-east-1")
     client.create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    """A real S3 server (SeaweedFS) on free ports, for the whole session."""
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def seaweedfs_bucket(seaweedfs: SeaweedS3) -> str:
+    """A fresh, empty bucket on the SeaweedFS server."""
+    return seaweedfs.create_bucket(f"test-{uuid.uuid4().hex[:16]}")

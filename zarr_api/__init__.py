@@ -1,0 +1,1 @@
+"""The zarr archive service: models, request parsing, services, selectors, views and tasks."""

@@ -1,12 +1,15 @@
+"""The admin: dandisets, archives (with batch history, cancel and audit actions), shards."""
+
 from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from zarr_api import services
 from zarr_api.exceptions import DomainError
 from zarr_api.models import Asset, Batch, BatchFile, Dandiset, Shard, Version, ZarrArchive
+from zarr_api.services.audit import archive_audit
+from zarr_api.services.upload_batches import batch_cancel
 
 
 @admin.register(Dandiset)
@@ -26,7 +29,17 @@ class AssetAdmin(admin.ModelAdmin[Asset]):
 
 
 # A batch is history: the admin shows it and never edits it.
-BATCH_FIELDS = ("kind", "state", "user", "sequence", "created", "completed", "applied", "note")
+BATCH_FIELDS = (
+    "kind",
+    "state",
+    "user",
+    "sequence",
+    "created",
+    "completed",
+    "applied",
+    "reconcile_after",
+    "note",
+)
 
 
 class BatchInline(admin.TabularInline[Batch, ZarrArchive]):
@@ -51,10 +64,23 @@ class ZarrArchiveAdmin(admin.ModelAdmin[ZarrArchive]):
         "size",
         "layout",
         "frozen",
+        "drift_count",
     ]
     list_filter = ["frozen"]
     search_fields = ["zarr_id", "name"]
-    readonly_fields = ["zarr_id", "checksum", "file_count", "size", "frozen", "created", "modified"]
+    readonly_fields = [
+        "zarr_id",
+        "checksum",
+        "file_count",
+        "size",
+        "frozen",
+        "upload_urls_valid_until",
+        "drift_count",
+        "last_drift_at",
+        "last_drift",
+        "created",
+        "modified",
+    ]
     inlines = [BatchInline]
     actions = ["cancel_stuck_upload", "recompute_checksum"]
 
@@ -62,9 +88,7 @@ class ZarrArchiveAdmin(admin.ModelAdmin[ZarrArchive]):
     def cancel_stuck_upload(self, request: HttpRequest, queryset: QuerySet[ZarrArchive]) -> None:
         for archive in queryset:
             try:
-                services.batch_cancel(
-                    user=request.user, archive=archive, reason="cancelled by admin"
-                )
+                batch_cancel(user=request.user, archive=archive, reason="cancelled by admin")
             except DomainError as error:
                 self.message_user(request, f"{archive}: {error.message}", messages.WARNING)
             else:
@@ -74,7 +98,7 @@ class ZarrArchiveAdmin(admin.ModelAdmin[ZarrArchive]):
     def recompute_checksum(self, request: HttpRequest, queryset: QuerySet[ZarrArchive]) -> None:
         for archive in queryset:
             try:
-                report = services.archive_audit(archive)
+                report = archive_audit(archive)
             except DomainError as error:
                 self.message_user(request, f"{archive}: {error.message}", messages.WARNING)
                 continue

@@ -8,7 +8,6 @@ backends the same way.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import BinaryIO
 from xml.sax.saxutils import escape
@@ -20,10 +19,14 @@ from objectstore import ObjectNotFound, ObjectStoreError
 from objectstore.base import md5_hex_from_content_md5
 from objectstore.local import BadDigest, InvalidKey, LocalObjectStore
 from objectstore.signing import Verdict, Verified
+from zarr_api.byte_ranges import Unsatisfiable, parse_range
+from zarr_api.selectors.expected_uploads import upload_expected
+from zarr_api.services.upload_admission import expected_upload_store
 from zarr_api.storage import get_store
 
 _UPLOAD_BLOCK = 1 << 20
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+# The body length taken for a chunked PUT (read to the end of the input).
+_CHUNKED_LIMIT = 5 << 30
 
 
 def s3_error(status: int, code: str, message: str, key: str | None = None) -> HttpResponse:
@@ -67,6 +70,14 @@ def _put(request: HttpRequest, store: LocalObjectStore, key: str) -> HttpRespons
     verified = store.verify_request("PUT", key, request.GET.dict())
     if (error := _signature_error(verified, key)) is not None:
         return error
+    if verified.acl:
+        # An ACL URL (dandi-cli <= 0.48): the header it signed must be sent; no md5 is checked
+        # here, the batch's completion verifies what was stored.
+        if request.headers.get("X-Amz-ACL") != verified.acl:
+            return s3_error(
+                403, "SignatureDoesNotMatch", "the signed X-Amz-ACL header is missing", key
+            )
+        return _store_body(request, store, key, None)
     if not verified.md5_hex:
         return s3_error(403, "SignatureDoesNotMatch", "this URL is not for uploads", key)
     header = request.headers.get("Content-MD5")
@@ -82,7 +93,21 @@ def _put(request: HttpRequest, store: LocalObjectStore, key: str) -> HttpRespons
         return s3_error(
             403, "SignatureDoesNotMatch", "Content-MD5 differs from the signed md5", key
         )
+    return _store_body(request, store, key, verified.md5_hex)
+
+
+def _store_body(
+    request: HttpRequest, store: LocalObjectStore, key: str, expected_md5: str | None
+) -> HttpResponse:
+    if not upload_expected(key, expected_md5):
+        return _not_expected(key)
     length_raw = request.META.get("CONTENT_LENGTH", "")
+    chunked = request.headers.get("Transfer-Encoding", "").lower() == "chunked"
+    if chunked and not length_raw:
+        # requests sends an empty file chunked; the body ends where the server's input ends
+        # (gunicorn decodes chunked input; the dev server's input is empty). The signed md5,
+        # or the batch's verification, catches any other body.
+        length_raw = str(_CHUNKED_LIMIT)
     if not (isinstance(length_raw, str) and length_raw.isascii() and length_raw.isdigit()):
         return s3_error(411, "MissingContentLength", "Content-Length is required", key)
     length = int(length_raw)
@@ -98,23 +123,34 @@ def _put(request: HttpRequest, store: LocalObjectStore, key: str) -> HttpRespons
                 return
 
     try:
-        info = store.put_stream(
+        # Checked again at the moment of the write: the batch may have ended meanwhile.
+        info = store.put_stream_if(
             key,
             body(),
-            expected_md5=verified.md5_hex,
+            lambda publish: expected_upload_store(key, expected_md5, publish),
+            expected_md5=expected_md5,
             content_type=request.META.get("CONTENT_TYPE") or None,
         )
     except BadDigest:
-        if received < length:
+        if received < length and length != _CHUNKED_LIMIT:
             return s3_error(400, "IncompleteBody", "fewer bytes than Content-Length", key)
         return s3_error(
             400, "BadDigest", "The Content-MD5 you specified did not match what we received", key
         )
     except ObjectStoreError as error:
         return s3_error(409, "KeyConflict", str(error), key)
+    if info is None:
+        return _not_expected(key)
     response = HttpResponse(status=200)
     response["ETag"] = f'"{info.etag}"'
     return response
+
+
+def _not_expected(key: str) -> HttpResponse:
+    # A signed URL is not enough: its batch may have ended (completed, cancelled, its files
+    # deleted since) while the URL is still valid, and a replay would change storage behind
+    # the tree.
+    return s3_error(403, "AccessDenied", "no open upload batch expects this key with this md5", key)
 
 
 class _BoundedReader:
@@ -135,37 +171,6 @@ class _BoundedReader:
         self.handle.close()
 
 
-class _Unsatisfiable(Exception):
-    pass
-
-
-def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
-    """``[begin, stop)`` of a single-range ``Range`` header, or None to send the whole object
-    (no header, a syntax we ignore as RFC 9110 allows, or several ranges)."""
-    if not header:
-        return None
-    match = _RANGE.fullmatch(header.strip())
-    if match is None:
-        return None
-    first, last = match.groups()
-    if not first:
-        if not last:
-            return None
-        suffix = int(last)
-        if suffix == 0:
-            raise _Unsatisfiable
-        if size == 0:
-            return None  # a 206 cannot describe zero bytes; S3 answers 200 here too
-        return max(0, size - suffix), size
-    begin = int(first)
-    if last and int(last) < begin:
-        return None
-    if begin >= size:
-        raise _Unsatisfiable
-    stop = size if not last else min(int(last) + 1, size)
-    return begin, stop
-
-
 def _get(request: HttpRequest, store: LocalObjectStore, key: str) -> HttpResponseBase:
     verified = store.verify_request("GET", key, request.GET.dict())
     if (error := _signature_error(verified, key)) is not None:
@@ -178,7 +183,7 @@ def _get(request: HttpRequest, store: LocalObjectStore, key: str) -> HttpRespons
         return s3_error(404, "NoSuchKey", "The specified key does not exist.", key)
     try:
         byte_range = parse_range(request.headers.get("Range"), info.size)
-    except _Unsatisfiable:
+    except Unsatisfiable:
         handle.close()
         response = s3_error(416, "InvalidRange", "The requested range is not satisfiable", key)
         response["Content-Range"] = f"bytes */{info.size}"

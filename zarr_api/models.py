@@ -12,7 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-EMPTY_ARCHIVE_DIGEST = "481a2f77ab786a0f45aafd5db0971caa-0--0"
+from checksums import EMPTY_DIGEST
+from zarr_api import keys
 
 
 class Dandiset(models.Model):
@@ -64,7 +65,7 @@ class ZarrArchive(models.Model):
     name = models.CharField(max_length=255)
     dandiset = models.ForeignKey(Dandiset, on_delete=models.PROTECT, related_name="zarr_archives")
     # Root checksum of the .checksum tree as of the last applied batch.
-    checksum = models.CharField(max_length=64, default=EMPTY_ARCHIVE_DIGEST)
+    checksum = models.CharField(max_length=64, default=EMPTY_DIGEST)
     file_count = models.BigIntegerField(default=0)
     size = models.BigIntegerField(default=0)
     # Set once a published version contains the archive; never unset.
@@ -72,6 +73,14 @@ class ZarrArchive(models.Model):
     layout = models.CharField(max_length=16, choices=Layout.choices, default=Layout.LOOSE)
     # A conversion into shards (POST pack/) is running; uploads wait for it.
     packing = models.BooleanField(default=False)
+    # Where storage cannot refuse a presigned PUT (S3): the last moment an upload URL issued
+    # for the archive can still be used. Publishing waits for it (README, replayed URLs).
+    upload_urls_valid_until = models.DateTimeField(null=True, blank=True)
+    # Keys found differing from the tree when a batch was reconciled with storage after its
+    # URLs expired (a replayed URL, a write behind the service); the tree was repaired.
+    drift_count = models.BigIntegerField(default=0)
+    last_drift_at = models.DateTimeField(null=True, blank=True)
+    last_drift = models.TextField(blank=True, default="")
     created = models.DateTimeField(auto_now_add=True)
     modified = models.DateTimeField(auto_now=True)
 
@@ -83,15 +92,15 @@ class ZarrArchive(models.Model):
 
     @property
     def storage_prefix(self) -> str:
-        return f"zarr/{self.zarr_id}/"
+        return keys.files_prefix(self.zarr_id)
 
     @property
     def checksum_prefix(self) -> str:
-        return f"zarr_checksums/{self.zarr_id}/"
+        return keys.checksums_prefix(self.zarr_id)
 
     @property
     def shard_prefix(self) -> str:
-        return f"zarr_shards/{self.zarr_id}/"
+        return keys.shards_prefix(self.zarr_id)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.zarr_id})"
@@ -124,6 +133,10 @@ class Batch(models.Model):
         CANCELLED = "cancelled"
         # A pack batch with a member whose bytes did not match its declared md5.
         FAILED = "failed"
+        # Intents committed before storage is touched, finished by the request or, after a
+        # crash, by the periodic sweep: a cancel deleting its uploads, a deletion its objects.
+        CANCELLING = "cancelling"
+        DELETING = "deleting"
 
     archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="batches")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -140,6 +153,10 @@ class Batch(models.Model):
     note = models.CharField(max_length=255, blank=True, default="")
     # Why a batch failed, naming the paths.
     error = models.TextField(blank=True, default="")
+    # Where storage cannot refuse a presigned PUT (S3): when the URLs that could still change
+    # this batch's keys have expired, so its keys are to be checked against the tree; null
+    # once checked (or when there is nothing to check).
+    reconcile_after = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -153,6 +170,11 @@ class Batch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} batch {self.pk} ({self.state}) of {self.archive.zarr_id}"
+
+
+# Batches that will still change their archive: its tree, or (cancels, deletions) its storage.
+CHANGING_STATES = (Batch.State.CANCELLING, Batch.State.DELETING, Batch.State.PENDING)
+BUSY_STATES = (Batch.State.OPEN, *CHANGING_STATES)
 
 
 class Shard(models.Model):

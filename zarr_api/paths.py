@@ -1,43 +1,52 @@
-"""Validation of archive paths and ETags, shared by every endpoint that takes them."""
+"""Which archive paths and ETags the API accepts: exactly what every storage backend can hold.
+
+A path is accepted only if the tree hash can hold it (``checksums.paths``) and every key it
+implies (its file key and its directory's ``.checksum`` key, ``zarr_api.keys``) is a key every
+backend can store (``objectstore.keys``). So a path accepted at batch start can always be
+signed, stored, listed and hashed. The one rule added here is the service's own: no backslash,
+so that a download lands as the same files on every operating system.
+"""
 
 from __future__ import annotations
 
-import re
 import uuid
 
-# S3 keys are at most 1024 bytes of UTF-8; the archive's prefix counts against that.
-MAX_KEY_BYTES = 1024
-_KEY_PREFIX_BYTES = len(f"zarr/{uuid.UUID(int=0)}/".encode())
-MAX_PATH_BYTES = MAX_KEY_BYTES - _KEY_PREFIX_BYTES
-_MD5 = re.compile(r"[0-9a-f]{32}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+from checksums import is_md5
+from checksums.paths import parent
+from checksums.paths import path_problem as tree_path_problem
+from objectstore.keys import key_problem
+from zarr_api.keys import checksum_key, file_key, new_shard_key
+
+# Keys are checked for an archive whose id has the usual length; every zarr_id is a UUID.
+_ANY_ZARR_ID = uuid.UUID(int=0)
 
 
 def path_problem(path: object) -> str | None:
     """Why ``path`` is not a valid archive file path, or None when it is."""
-    if not isinstance(path, str):
-        return "must be a string"
-    if path == "":
-        return "is empty"
-    if path.startswith("/"):
-        return "must not start with '/'"
-    if "\\" in path:
+    return _name_problem(path) or _keys_problem(
+        file_key(_ANY_ZARR_ID, str(path)), checksum_key(_ANY_ZARR_ID, parent(str(path)))
+    )
+
+
+def shard_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a shard object of a pack batch, or None when it can."""
+    return _name_problem(name) or _keys_problem(new_shard_key(_ANY_ZARR_ID, str(name)))
+
+
+def _name_problem(path: object) -> str | None:
+    if (problem := tree_path_problem(path)) is not None:
+        return problem
+    if "\\" in str(path):
         return "must not contain a backslash"
-    if _CONTROL.search(path):
-        return "must not contain control characters"
-    if any(segment in {"", ".", ".."} for segment in path.split("/")):
-        return "must not contain empty, '.' or '..' segments"
-    try:
-        encoded = path.encode()
-    except UnicodeEncodeError:
-        return "must be valid UTF-8 (no lone surrogates)"
-    if len(encoded) > MAX_PATH_BYTES:
-        return f"is {len(encoded)} bytes of UTF-8; at most {MAX_PATH_BYTES} fit in a storage key"
     return None
 
 
+def _keys_problem(*keys: str) -> str | None:
+    return next((p for key in keys if (p := key_problem(key)) is not None), None)
+
+
 def etag_problem(etag: object) -> str | None:
-    if not isinstance(etag, str) or not _MD5.fullmatch(etag):
+    if not is_md5(etag):
         return "must be an md5 as 32 lowercase hex digits"
     return None
 
@@ -45,4 +54,6 @@ def etag_problem(etag: object) -> str | None:
 def directory_problem(path: str) -> str | None:
     """Why ``path`` cannot name a directory to browse ('' is the root)."""
     path = path.strip("/")
-    return None if path == "" else path_problem(path)
+    if path == "":
+        return None
+    return path_problem(path) or key_problem(checksum_key(_ANY_ZARR_ID, path))

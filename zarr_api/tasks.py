@@ -1,66 +1,82 @@
-"""Celery tasks: thin wrappers around services, idempotent and acknowledged late."""
+"""Celery tasks: thin wrappers around services, idempotent and acknowledged late.
+
+Services schedule these by name through ``zarr_api.scheduling``; the names are
+``zarr_api.tasks.<function>`` (the beat schedule in settings uses them too).
+"""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from dandizarr.celery import app
-from zarr_api import services, shards
+from celery import Task, shared_task
+from django.conf import settings
 
-logger = logging.getLogger(__name__)
+from zarr_api.scheduling import APPLY_TREE_UPDATES, schedule_on_commit
+from zarr_api.selectors.lookups import archives_with_stalled_tree_updates
+from zarr_api.services.compaction import shard_compact
+from zarr_api.services.conversion import archive_conversion_abandon, archive_conversion_run
+from zarr_api.services.reconciliation import due_batches_reconcile
+from zarr_api.services.recovery import unfinished_batch_ends_finish
+from zarr_api.services.tree_updates import tree_update_apply
+from zarr_api.services.upload_batches import stale_batches_cancel
+
+# Idempotent tasks: redelivered if their worker dies, retried with backoff on any error.
+RETRIED_ON_ANY_ERROR: dict[str, Any] = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (Exception,),
+    "retry_backoff": True,
+}
 
 
-@app.task(
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(Exception,),
-    retry_backoff=True,
-    retry_backoff_max=60,
-    max_retries=None,
-)
-def propagate_archive(archive_pk: int) -> str | None:
+@shared_task(**RETRIED_ON_ANY_ERROR, retry_backoff_max=60, max_retries=None)
+def apply_tree_updates(archive_pk: int) -> str | None:
     """Apply the archive's pending batches to its .checksum tree (serialized per archive)."""
-    summary = services.archive_propagate(archive_pk)
+    summary = tree_update_apply(archive_pk)
     return summary.digest if summary else None
 
 
-@app.task(acks_late=True)
+@shared_task(acks_late=True)
 def cancel_stale_batches() -> int:
-    return services.stale_batches_cancel()
+    return stale_batches_cancel()
 
 
-@app.task(acks_late=True)
-def resume_pending_propagation() -> int:
+@shared_task(acks_late=True)
+def finish_batch_ends() -> int:
+    """Finish cancels and deletions a crash interrupted (their intent is committed)."""
+    return unfinished_batch_ends_finish()
+
+
+@shared_task(acks_late=True)
+def reconcile_due_batches() -> int:
+    """Reconcile batches whose task was lost or deferred."""
+    return due_batches_reconcile()
+
+
+@shared_task(acks_late=True)
+def resume_stalled_tree_updates() -> int:
     """Requeue tree updates whose task was lost (a broker restart, a worker killed long ago)."""
-    archive_pks = services.archives_with_stalled_propagation()
+    archive_pks = archives_with_stalled_tree_updates(settings.DANDIZARR_STALLED_UPDATE_SECONDS)
     for archive_pk in archive_pks:
-        propagate_archive.delay(archive_pk)
+        schedule_on_commit(APPLY_TREE_UPDATES, archive_pk)
     return len(archive_pks)
 
 
-@app.task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=10)
-def pack_archive(self: Any, archive_pk: int) -> int:
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=10)
+def convert_archive(self: Task[[int], int], archive_pk: int) -> int:
     """Convert a loose archive's chunk files into shards; a rerun continues where it stopped."""
     try:
-        return shards.archive_pack_run(archive_pk).files_packed
+        return archive_conversion_run(archive_pk).files_packed
     except Exception as error:
         if self.request.retries >= self.max_retries:
             # Give the archive back to its users; what was packed stays packed, and another
             # POST pack/ continues from there.
-            shards.pack_abandon(archive_pk, error)
+            archive_conversion_abandon(archive_pk, error)
             raise
         raise self.retry(exc=error, countdown=min(300, 2**self.request.retries)) from error
 
 
-@app.task(
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(Exception,),
-    retry_backoff=True,
-    retry_backoff_max=300,
-    max_retries=10,
-)
+@shared_task(**RETRIED_ON_ANY_ERROR, retry_backoff_max=300, max_retries=10)
 def compact_shard(shard_pk: int) -> bool:
     """Rewrite a shard whose dead share passed the threshold with its live members only."""
-    return shards.shard_compact(shard_pk)
+    return shard_compact(shard_pk)

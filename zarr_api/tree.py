@@ -17,6 +17,7 @@ from django.conf import settings
 
 from checksums import DirectoryListing, decode_checksum_file, encode_checksum_file
 from objectstore import ObjectNotFound, ObjectStore
+from zarr_api.keys import checksum_key
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,11 +44,6 @@ def storage_map(
                 max_workers=settings.DANDIZARR_STORAGE_CONCURRENCY, thread_name_prefix="storage"
             )
     return list(_pool.map(function, items))
-
-
-def checksum_key(zarr_id: str, directory: str) -> str:
-    directory = directory.strip("/")
-    return f"zarr_checksums/{zarr_id}/{directory + '/' if directory else ''}.checksum"
 
 
 @dataclass
@@ -86,8 +82,7 @@ class StorageChecksumTree:
     def write_many(self, listings: Mapping[str, DirectoryListing]) -> None:
         self._count(writes=len(listings))
         self.store.put_many(
-            {checksum_key(self.zarr_id, d): encode_checksum_file(v) for d, v in listings.items()},
-            mapper=storage_map,
+            {checksum_key(self.zarr_id, d): encode_checksum_file(v) for d, v in listings.items()}
         )
 
     def delete_many(self, directories: Sequence[str]) -> None:

@@ -1,35 +1,40 @@
+"""The API's routes, and the local storage backend's (``/storage/``)."""
+
 from django.urls import include, path
 
-from zarr_api import views
+from zarr_api import dandi_urls
+from zarr_api.views import archives, dandisets, files
 
 zarr = "api/zarr/<str:zarr_id>/"
 draft_assets = "api/dandisets/<str:identifier>/versions/<str:version>/assets/"
 
 urlpatterns = [
-    path("api/info/", views.InfoView.as_view(), name="info"),
-    path("api/dandisets/", views.DandisetListCreateView.as_view(), name="dandiset-list"),
-    path("api/dandisets/<str:identifier>/", views.DandisetDetailView.as_view(), name="dandiset"),
+    *dandi_urls.urlpatterns,
+    path("api/info/", dandisets.InfoView.as_view(), name="info"),
+    path("api/dandisets/", dandisets.DandisetListCreateView.as_view(), name="dandiset-list"),
+    path(
+        "api/dandisets/<str:identifier>/", dandisets.DandisetDetailView.as_view(), name="dandiset"
+    ),
     path(
         "api/dandisets/<str:identifier>/versions/",
-        views.VersionListView.as_view(),
+        dandisets.VersionListView.as_view(),
         name="version-list",
     ),
     path(
         "api/dandisets/<str:identifier>/versions/draft/publish/",
-        views.PublishView.as_view(),
+        dandisets.PublishView.as_view(),
         name="publish",
     ),
-    path(draft_assets, views.AssetListCreateView.as_view(), name="asset-list"),
-    path(draft_assets + "<str:asset_id>/", views.AssetDetailView.as_view(), name="asset"),
-    path("api/zarr/", views.ArchiveListCreateView.as_view(), name="zarr-list"),
-    path(zarr, views.ArchiveDetailView.as_view(), name="zarr"),
-    path(zarr + "upload/", views.UploadView.as_view(), name="zarr-upload"),
-    path(zarr + "upload/complete/", views.UploadCompleteView.as_view(), name="zarr-complete"),
-    path(zarr + "pack/", views.PackView.as_view(), name="zarr-pack"),
-    path(zarr + "batches/<str:batch_id>/", views.BatchDetailView.as_view(), name="zarr-batch"),
-    path(zarr + "files/", views.FilesView.as_view(), name="zarr-files"),
+    path(draft_assets, dandisets.AssetListCreateView.as_view(), name="asset-list"),
+    path(draft_assets + "<str:asset_id>/", dandisets.AssetDetailView.as_view(), name="asset"),
+    path("api/zarr/", archives.ArchiveListCreateView.as_view(), name="zarr-list"),
+    path(zarr, archives.ArchiveDetailView.as_view(), name="zarr"),
+    path(zarr + "upload/", archives.UploadView.as_view(), name="zarr-upload"),
+    path(zarr + "upload/complete/", archives.UploadCompleteView.as_view(), name="zarr-complete"),
+    path(zarr + "pack/", archives.PackView.as_view(), name="zarr-pack"),
+    path(zarr + "batches/<str:batch_id>/", archives.BatchDetailView.as_view(), name="zarr-batch"),
     # The unambiguous form of browsing, and the spec's form (upload/ and files/ win there).
-    path(zarr + "files/<path:path>", views.FilesView.as_view(), name="zarr-file"),
-    path(zarr + "<path:path>", views.FilesView.as_view(), name="zarr-path"),
+    path(zarr + "files/<path:path>", files.FilesView.as_view(), name="zarr-file"),
+    path(zarr + "<path:path>", files.FilesView.as_view(), name="zarr-path"),
     path("storage/", include("zarr_api.local_storage_urls")),
 ]

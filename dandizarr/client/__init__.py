@@ -1,7 +1,12 @@
-"""The dandizarr client: a Python API over the service's REST API (docs/api.md)."""
+"""The dandizarr client: a Python API over the service's REST API (docs/api.md).
 
-from dandizarr.client.api import DandizarrClient
-from dandizarr.client.download import DownloadResult
+``ArchiveStore`` (a zarr-python store over an archive) needs the ``zarr`` extra; it is imported
+on first use, so the rest of the client works without zarr.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from dandizarr.client.api import ApiClient
 from dandizarr.client.errors import (
     ApiError,
     AuthenticationError,
@@ -12,14 +17,29 @@ from dandizarr.client.errors import (
     PermissionDenied,
     TransientError,
 )
+from dandizarr.client.facade import DandizarrClient
 from dandizarr.client.models import Archive, DirectoryEntry, RemoteFile, ServiceInfo
 from dandizarr.client.progress import NullProgress, Progress, TqdmProgress
+from dandizarr.client.results import DownloadResult, UploadResult
 from dandizarr.client.retry import RetryPolicy
-from dandizarr.client.upload import UploadResult
+
+if TYPE_CHECKING:
+    from dandizarr.client.store import ArchiveStore
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ArchiveStore":  # zarr is optional: import it only when asked for
+        from dandizarr.client.store import ArchiveStore
+
+        return ArchiveStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
+    "ApiClient",
     "ApiError",
     "Archive",
+    "ArchiveStore",
     "AuthenticationError",
     "BatchConflict",
     "ChecksumMismatch",

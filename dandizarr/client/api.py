@@ -1,4 +1,7 @@
-"""``DandizarrClient``: the service's REST API (docs/api.md) plus upload, download and listing.
+"""``ApiClient``: one method per call of the service's REST API (docs/api.md), nothing more.
+
+Upload and download build on it (``dandizarr.client.upload``, ``dandizarr.client.download``);
+``DandizarrClient`` (``dandizarr.client.facade``) adds them as methods.
 
 Two HTTP sessions: one for the service (with the token) and one for presigned storage URLs
 (never with the token: it is not theirs to see, and S3 rejects a second authorization).
@@ -9,9 +12,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Self, TypeVar
 from urllib.parse import quote
 
 import requests
@@ -27,24 +29,23 @@ from dandizarr.client.errors import (
     PermissionDenied,
 )
 from dandizarr.client.models import Archive, DirectoryEntry, RemoteFile, ServiceInfo
-from dandizarr.client.progress import NullProgress, Progress
+from dandizarr.client.progress import Progress
 from dandizarr.client.retry import RetryCounter, RetryPolicy, request_with_retry
-
-if TYPE_CHECKING:
-    from dandizarr.client.download import DownloadResult
-    from dandizarr.client.upload import UploadResult
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 DEFAULT_JOBS = 32
 
+_Polled = TypeVar("_Polled")
 
-def make_session(pool_size: int) -> requests.Session:
+
+def make_session(pool_size: int, *, agent: str = "dandizarr-client") -> requests.Session:
+    """A session with a pool of ``pool_size`` connections and no retries of its own."""
     session = requests.Session()
     # Retries are ours (RetryPolicy), not urllib3's, so they are counted and use fresh bodies.
     adapter = HTTPAdapter(pool_connections=4, pool_maxsize=pool_size, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
-    session.headers["User-Agent"] = f"dandizarr-client/{__version__}"
+    session.headers["User-Agent"] = f"{agent}/{__version__}"
     return session
 
 
@@ -56,8 +57,44 @@ def _body(response: requests.Response) -> Any:
         return text[:300] + ("..." if len(text) > 300 else "")
 
 
-class DandizarrClient:
-    """A client of one dandizarr service.
+def _reworded(error: NotFound, message: str) -> NotFound:
+    """The same 404, told as what was looked for."""
+    return NotFound(
+        message, status=error.status, method=error.method, url=error.url, body=error.body
+    )
+
+
+def _poll(
+    fetch: Callable[[], _Polled],
+    done: Callable[[_Polled], bool],
+    *,
+    timeout: float,
+    still: Callable[[_Polled], str],
+    waiting: str,
+    progress: Progress | None,
+) -> _Polled:
+    """``fetch()`` until ``done``, backing off from 50 ms to 2 s; ClientError after ``timeout``
+    (``still`` says what the last answer was). ``waiting`` is told once the wait is long."""
+    deadline = time.monotonic() + timeout
+    interval = 0.05
+    told = False
+    while True:
+        answer = fetch()
+        if done(answer):
+            return answer
+        if time.monotonic() >= deadline:
+            raise ClientError(
+                f"{still(answer)} after {timeout:.0f} s; the server's worker may be down or busy"
+            )
+        if not told and progress is not None and interval >= 1:
+            progress.message(waiting)
+            told = True
+        time.sleep(interval)
+        interval = min(interval * 2, 2.0)
+
+
+class ApiClient:
+    """A client of one dandizarr service's REST API.
 
     ``server`` is the service's base URL; ``token`` is needed for writes. ``jobs`` is the
     number of parallel transfers (and the size of the connection pools).
@@ -88,20 +125,28 @@ class DandizarrClient:
 
     @classmethod
     def from_env(
-        cls, server: str | None = None, token: str | None = None, **kwargs: Any
-    ) -> DandizarrClient:
+        cls,
+        server: str | None = None,
+        token: str | None = None,
+        *,
+        jobs: int = DEFAULT_JOBS,
+        retry: RetryPolicy | None = None,
+        timeout: float = 120.0,
+    ) -> Self:
         """Server and token from the arguments, else ``DANDIZARR_URL`` / ``DANDIZARR_TOKEN``."""
         return cls(
             server or os.environ.get("DANDIZARR_URL") or DEFAULT_SERVER,
             token or os.environ.get("DANDIZARR_TOKEN") or None,
-            **kwargs,
+            jobs=jobs,
+            retry=retry,
+            timeout=timeout,
         )
 
     def close(self) -> None:
         self.api_session.close()
         self.storage_session.close()
 
-    def __enter__(self) -> DandizarrClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -170,12 +215,8 @@ class DandizarrClient:
         try:
             result: dict[str, Any] = self.get_json(f"/api/dandisets/{quote(identifier)}/")
         except NotFound as error:
-            raise NotFound(
-                f"dandiset {identifier} does not exist on {self.server}",
-                status=error.status,
-                method=error.method,
-                url=error.url,
-                body=error.body,
+            raise _reworded(
+                error, f"dandiset {identifier} does not exist on {self.server}"
             ) from None
         return result
 
@@ -191,12 +232,8 @@ class DandizarrClient:
         try:
             return Archive.from_json(self.get_json(f"/api/zarr/{quote(zarr_id)}/"))
         except NotFound as error:
-            raise NotFound(
-                f"zarr archive {zarr_id} does not exist on {self.server}",
-                status=error.status,
-                method=error.method,
-                url=error.url,
-                body=error.body,
+            raise _reworded(
+                error, f"zarr archive {zarr_id} does not exist on {self.server}"
             ) from None
 
     def find_archive(self, dandiset: str, name: str) -> Archive | None:
@@ -218,36 +255,29 @@ class DandizarrClient:
         self, zarr_id: str, *, timeout: float = 600.0, progress: Progress | None = None
     ) -> Archive:
         """Poll the archive until ``checksum_status`` is ``complete``; raise after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        interval = 0.05
-        told = False
-        while True:
-            archive = self.get_archive(zarr_id)
-            if archive.checksum_status == "complete":
-                return archive
-            if time.monotonic() >= deadline:
-                raise ClientError(
-                    f"the checksum of zarr archive {zarr_id} is still {archive.checksum_status} "
-                    f"after {timeout:.0f} s; the server's worker may be down or busy"
-                )
-            if not told and progress is not None and interval >= 1:
-                progress.message("waiting for the server to update the archive's checksum...")
-                told = True
-            time.sleep(interval)
-            interval = min(interval * 2, 2.0)
+        return _poll(
+            lambda: self.get_archive(zarr_id),
+            lambda archive: archive.checksum_status == "complete",
+            timeout=timeout,
+            still=lambda archive: (
+                f"the checksum of zarr archive {zarr_id} is still {archive.checksum_status}"
+            ),
+            waiting="waiting for the server to update the archive's checksum...",
+            progress=progress,
+        )
 
     # --- browsing ----------------------------------------------------------------------------
 
     def _files_url(self, zarr_id: str, path: str) -> str:
-        return f"/api/zarr/{quote(zarr_id)}/files/{quote(path.strip('/'), safe='/')}"
+        return f"/api/zarr/{quote(zarr_id)}/tree/{quote(path.strip('/'), safe='/')}"
 
     def iter_files(
-        self, zarr_id: str, prefix: str = "", *, page_size: int | None = None
+        self, zarr_id: str, prefix: str = "", *, page_size: int | None = None, urls: bool = False
     ) -> Iterator[RemoteFile]:
-        """Every file below ``prefix`` (a directory; empty for all), in path order."""
-        params: dict[str, Any] | None = {"recursive": "true"}
-        if page_size and params is not None:
-            params["limit"] = page_size
+        """Every file below ``prefix`` (a directory; empty for all), in path order; with
+        ``urls``, each with its download URL (and shard range), signed a page at a time."""
+        query = {"recursive": "true", "limit": page_size, "urls": "true" if urls else None}
+        params: dict[str, Any] | None = {k: v for k, v in query.items() if v}
         url: str | None = self._files_url(zarr_id, prefix)
         while url:
             try:
@@ -257,13 +287,20 @@ class DandizarrClient:
                     raise
                 return  # an empty archive has no root yet
             for item in page["results"]:
-                yield RemoteFile(path=item["path"], size=int(item["size"]), digest=item["digest"])
+                yield RemoteFile.from_json(item)
             url, params = page.get("next"), None  # ``next`` carries the query
 
     def stat(self, zarr_id: str, path: str = "") -> dict[str, Any]:
         """The file's record, or the directory's first page (see ``iter_directory``)."""
         result: dict[str, Any] = self.get_json(self._files_url(zarr_id, path))
         return result
+
+    def locate(self, zarr_id: str, path: str) -> RemoteFile:
+        """A file with a freshly signed download URL (and its shard range, if packed)."""
+        entry = self.stat(zarr_id, path)
+        if entry.get("type") != "file":
+            raise ClientError(f"{path} is not a file of {zarr_id}")
+        return RemoteFile.from_json(entry)
 
     def iter_directory(
         self, zarr_id: str, path: str = "", *, page_size: int = 1000
@@ -287,7 +324,8 @@ class DandizarrClient:
 
     # --- batches -----------------------------------------------------------------------------
 
-    def batch_open(self, zarr_id: str) -> bool:
+    def has_open_batch(self, zarr_id: str) -> bool:
+        """Whether the archive has a batch open (anyone's: the service does not say whose)."""
         response = self.request("GET", f"/api/zarr/{quote(zarr_id)}/upload/", expect=(204, 404))
         return response.status_code == 204
 
@@ -344,23 +382,16 @@ class DandizarrClient:
         progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Poll a batch until it is no longer open or pending (applied, failed, cancelled)."""
-        deadline = time.monotonic() + timeout
-        interval = 0.05
-        told = False
-        while True:
-            batch = self.get_batch(zarr_id, batch_id)
-            if batch.get("state") not in ("open", "pending"):
-                return batch
-            if time.monotonic() >= deadline:
-                raise ClientError(
-                    f"batch {batch_id} of zarr archive {zarr_id} is still {batch.get('state')} "
-                    f"after {timeout:.0f} s; the server's worker may be down or busy"
-                )
-            if not told and progress is not None and interval >= 1:
-                progress.message(f"waiting for the server to verify batch {batch_id}...")
-                told = True
-            time.sleep(interval)
-            interval = min(interval * 2, 2.0)
+        return _poll(
+            lambda: self.get_batch(zarr_id, batch_id),
+            lambda batch: batch.get("state") not in ("open", "pending"),
+            timeout=timeout,
+            still=lambda batch: (
+                f"batch {batch_id} of zarr archive {zarr_id} is still {batch.get('state')}"
+            ),
+            waiting=f"waiting for the server to verify batch {batch_id}...",
+            progress=progress,
+        )
 
     def complete_batch(self, zarr_id: str) -> requests.Response:
         """POST complete; the 200 or the 400 (with ``missing``/``mismatched``) is returned."""
@@ -384,59 +415,3 @@ class DandizarrClient:
                 json=[{"path": p} for p in chunk],
                 expect=(204,),
             )
-
-    # --- the work ----------------------------------------------------------------------------
-
-    def upload(
-        self,
-        root: str | Path,
-        *,
-        dandiset: str | None = None,
-        name: str | None = None,
-        zarr_id: str | None = None,
-        sync: bool = False,
-        cancel_open_batch: bool = False,
-        hash_jobs: int | None = None,
-        checksum_timeout: float = 600.0,
-        pack: bool = False,
-        shard_target_bytes: int | None = None,
-        progress: Progress | None = None,
-    ) -> UploadResult:
-        """Upload the directory ``root`` into an archive and verify the server's checksum.
-
-        The archive is ``zarr_id``, or the one called ``name`` (default: the directory's
-        name) in ``dandiset``, created when absent. Returns the result; ``result.ok`` says
-        whether the server's checksum equals the expected one. Raises ClientError for
-        anything that stopped the upload.
-
-        ``pack`` stores the arrays' chunk files in shard objects (docs/sharded.md): a new
-        archive is created sharded, and chunk files are sent in pack batches of shards of about
-        ``shard_target_bytes`` (default 64 MiB) each.
-        """
-        from dandizarr.client.upload import Uploader, UploadOptions
-
-        options = UploadOptions(
-            dandiset=dandiset,
-            name=name,
-            zarr_id=zarr_id,
-            sync=sync,
-            cancel_open_batch=cancel_open_batch,
-            hash_jobs=hash_jobs,
-            checksum_timeout=checksum_timeout,
-            pack=pack,
-            shard_target_bytes=shard_target_bytes,
-        )
-        return Uploader(self, Path(root), options, progress or NullProgress()).run()
-
-    def download(
-        self,
-        zarr_id: str,
-        dest: str | Path,
-        *,
-        prefix: str = "",
-        progress: Progress | None = None,
-    ) -> DownloadResult:
-        """Download the archive (or the directory ``prefix`` of it) into ``dest`` and verify."""
-        from dandizarr.client.download import Downloader
-
-        return Downloader(self, zarr_id, Path(dest), prefix, progress or NullProgress()).run()

@@ -13,73 +13,26 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 import requests
 
-from dandizarr.client.api import DandizarrClient
-from dandizarr.client.errors import ChecksumMismatch, ClientError, TransientError
+from checksums.local import md5_file
+from dandizarr.client.api import ApiClient
+from dandizarr.client.digests import tree_checksum
+from dandizarr.client.errors import ClientError, TransientError
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.progress import Progress
+from dandizarr.client.results import DownloadResult
 from dandizarr.client.retry import TRANSIENT_EXCEPTIONS, request_with_retry
-from dandizarr.client.upload import format_bytes, tree_checksum
 
 CHUNK = 1 << 20
-
-
-@dataclass
-class DownloadResult:
-    server: str
-    zarr_id: str
-    dest: str
-    prefix: str = ""
-    files: int = 0
-    bytes: int = 0
-    downloaded_files: int = 0
-    downloaded_bytes: int = 0
-    skipped_files: int = 0
-    failed_files: list[str] = field(default_factory=list)
-    retries: int = 0
-    elapsed_seconds: float = 0.0
-    local_checksum: str | None = None
-    server_checksum: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed_files and self.local_checksum == self.server_checksum
-
-    def check(self) -> DownloadResult:
-        """Raise ChecksumMismatch unless the downloaded tree has the server's checksum."""
-        if not self.ok:
-            raise ChecksumMismatch(
-                f"checksum mismatch: the server holds {self.server_checksum}, the downloaded "
-                f"files give {self.local_checksum}",
-                expected=self.server_checksum or "",
-                actual=self.local_checksum,
-            )
-        return self
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
-
-    def summary(self) -> str:
-        rate = self.downloaded_files / self.elapsed_seconds if self.elapsed_seconds else 0.0
-        line = (
-            f"downloaded {self.downloaded_files:,} files ({format_bytes(self.downloaded_bytes)}), "
-            f"kept {self.skipped_files:,} already present; {self.elapsed_seconds:.1f} s, "
-            f"{rate:,.1f} files/s"
-        )
-        if self.ok:
-            line += f"; checksum {self.server_checksum} verified"
-        return line
 
 
 class Downloader:
     def __init__(
         self,
-        client: DandizarrClient,
+        client: ApiClient,
         zarr_id: str,
         dest: Path,
         prefix: str,
@@ -104,7 +57,9 @@ class Downloader:
             expected = node["digest"]
         else:
             expected = archive.checksum
-        files = list(self.client.iter_files(self.zarr_id, self.prefix))
+        # Each file's URL (and shard range) from the listing, a page signed at a time: no
+        # request to the service per file unless its URL fails.
+        files = list(self.client.iter_files(self.zarr_id, self.prefix, urls=True))
         self.result.files = len(files)
         self.result.bytes = sum(f.size for f in files)
         self.dest.mkdir(parents=True, exist_ok=True)
@@ -140,14 +95,15 @@ class Downloader:
     def _fetch_one(self, remote: RemoteFile) -> str | None:
         """Fetch one file (unless already present); the path relative to the prefix."""
         relative, target = self._target(remote.path)
-        if target.is_file() and target.stat().st_size == remote.size:
-            from checksums.local import md5_file
-
-            if md5_file(target) == remote.digest:
-                with self._lock:
-                    self.result.skipped_files += 1
-                self.progress.advance(1, remote.size)
-                return relative
+        if (
+            target.is_file()
+            and target.stat().st_size == remote.size
+            and md5_file(target) == remote.digest
+        ):
+            with self._lock:
+                self.result.skipped_files += 1
+            self.progress.advance(1, remote.size)
+            return relative
         try:
             self._download(remote, target)
         except (ClientError, OSError, requests.RequestException) as error:
@@ -164,25 +120,35 @@ class Downloader:
     def _download(self, remote: RemoteFile, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{threading.get_ident()}")
+        if remote.size == 0 and remote.shard_offset is not None:
+            # An empty packed file: no bytes in its shard to ask for.
+            tmp.write_bytes(b"")
+            self._verify_and_place(remote, tmp, target, 0, hashlib.md5())
+            return
         policy = self.client.retry
         last: BaseException | None = None
+        located = remote
         for attempt in range(1, policy.attempts + 1):
             if attempt > 1:
                 self.client.retries.add()
                 policy.sleep(policy.delay(attempt - 1))
-            # A fresh presigned URL for every try: an old one may have expired.
-            url = self.client.stat(self.zarr_id, remote.path)["download_url"]
+            if attempt > 1 or located.download_url is None:
+                # A fresh URL from the service: the listing's may have expired.
+                located = self.client.locate(self.zarr_id, remote.path)
+            assert located.download_url is not None
+            ranged = located.range_header()
             try:
                 response = request_with_retry(
                     self.client.storage_session,
                     "GET",
-                    url,
+                    located.download_url,
                     policy,
                     counter=self.client.retries,
                     stream=True,
                     timeout=self.client.timeout,
+                    headers={"Range": ranged} if ranged else None,
                 )
-                if response.status_code != 200:
+                if response.status_code != (206 if ranged else 200):
                     last = ClientError(f"storage answered HTTP {response.status_code}")
                     response.close()
                     continue
@@ -199,13 +165,24 @@ class Downloader:
             except TransientError as error:
                 last = error
                 continue
-            if size == remote.size and md5.hexdigest() == remote.digest:
-                os.replace(tmp, target)
+            try:
+                self._verify_and_place(remote, tmp, target, size, md5)
                 return
-            last = ClientError(
-                f"got {size} bytes with md5 {md5.hexdigest()}, expected {remote.size} bytes "
-                f"with md5 {remote.digest}"
-            )
+            except ClientError as error:
+                last = error
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise ClientError(f"download failed after {policy.attempts} tries: {last}")
+
+    @staticmethod
+    def _verify_and_place(
+        remote: RemoteFile, tmp: Path, target: Path, size: int, md5: hashlib._Hash
+    ) -> None:
+        """Rename ``tmp`` into place if it is the file the tree records; else ClientError."""
+        if size == remote.size and md5.hexdigest() == remote.digest:
+            os.replace(tmp, target)
+            return
+        raise ClientError(
+            f"got {size} bytes with md5 {md5.hexdigest()}, expected {remote.size} bytes "
+            f"with md5 {remote.digest}"
+        )

@@ -48,11 +48,35 @@ class Archive:
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file of an archive's tree: its path, size and md5 (hex)."""
+    """One file of an archive's tree: its path, size and md5 (hex), and where its bytes are
+    when the service said (a file's entry, or a listing with ``urls``)."""
 
     path: str
     size: int
     digest: str
+    download_url: str | None = None
+    # A packed file (docs/sharded.md): where its bytes start in the shard ``download_url`` is.
+    shard_offset: int | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        shard = data.get("shard")
+        return cls(
+            path=data["path"],
+            size=int(data["size"]),
+            digest=data["digest"],
+            download_url=data.get("download_url"),
+            shard_offset=int(shard["offset"]) if isinstance(shard, dict) else None,
+        )
+
+    def range_header(self) -> str | None:
+        """The ``Range`` of a packed file's bytes in its shard (None: the whole object).
+        Never asked of an empty packed file, which has no bytes to ask for."""
+        if self.shard_offset is None:
+            return None
+        if self.size <= 0:
+            raise ValueError(f"{self.path}: an empty packed file has no byte range")
+        return f"bytes={self.shard_offset}-{self.shard_offset + self.size - 1}"
 
 
 @dataclass(frozen=True)

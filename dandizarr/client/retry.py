@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,8 +73,6 @@ class RetryCounter:
     """Counts retries across threads (for the summary); ``+=`` under the GIL is not atomic."""
 
     def __init__(self) -> None:
-        import threading
-
         self._lock = threading.Lock()
         self.count = 0
 

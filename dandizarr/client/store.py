@@ -5,7 +5,7 @@
 
 How a key is read (docs/api.md):
 
-* The first read of a key asks for its file entry (``GET .../files/{key}``: presigned
+* The first read of a key asks for its file entry (``GET .../tree/{key}``: presigned
   ``download_url``, size, md5; 404 when absent). The entry, or its absence, is cached. A read
   never lists a whole directory: a Zarr v2 array's may hold a million chunks.
 * Listing operations (``list_dir``, ``list_prefix``) list a directory once (every page); keys
@@ -28,97 +28,35 @@ one for the service (with the token, if any) and one for storage (never with the
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import requests
-from requests.adapters import HTTPAdapter
 
 try:
     import zarr  # noqa: F401
 except ImportError as error:  # zarr is not a dependency of the service or the upload client
     raise ImportError("ArchiveStore needs zarr-python 3: pip install 'zarr>=3,<4'") from error
-from zarr.abc.store import (
-    ByteRequest,
-    OffsetByteRequest,
-    RangeByteRequest,
-    Store,
-    SuffixByteRequest,
-)
+from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype
 
-from dandizarr import __version__
+from dandizarr.client.api import make_session
 from dandizarr.client.errors import ApiError, ClientError
+from dandizarr.client.models import RemoteFile
+from dandizarr.client.store_reads import (
+    DirectoryListing,
+    FileEntry,
+    StaleEntry,
+    StorageReads,
+    range_header,
+    split_key,
+)
 
 POOL_SIZE = 32
 PAGE_SIZE = 1000  # the service's largest page_size
 RECURSIVE_LIMIT = 10000  # the service's largest limit for recursive listings
-
-
-@dataclass
-class _Entry:
-    """What the store knows about one file: from a listing (no URL yet) or its file entry."""
-
-    size: int
-    digest: str
-    url: str | None = None
-    # For a packed file: where its bytes start in the shard object ``url`` points at.
-    shard_offset: int | None = None
-
-
-@dataclass
-class _Directory:
-    """One directory's listing: its files and the names of its subdirectories."""
-
-    files: dict[str, _Entry] = field(default_factory=dict)
-    directories: set[str] = field(default_factory=set)
-
-
-def _session(token: str | None) -> requests.Session:
-    session = requests.Session()
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    session.headers["User-Agent"] = f"dandizarr-store/{__version__}"
-    if token:
-        session.headers["Authorization"] = f"Token {token}"
-    return session
-
-
-def _split(key: str) -> tuple[str, str]:
-    """``("a/b", "c")`` for ``"a/b/c"``; ``("", "c")`` for ``"c"``."""
-    directory, _, name = key.rpartition("/")
-    return directory, name
-
-
-def _range_header(byte_range: ByteRequest | None, size: int) -> tuple[str | None, slice]:
-    """The ``Range`` header for ``byte_range`` of a ``size``-byte file (None: the whole file),
-    and the slice of the whole file it stands for (to cut a 200 answer to size)."""
-    if byte_range is None:
-        return None, slice(None)
-    if isinstance(byte_range, RangeByteRequest):
-        if byte_range.start < 0 or byte_range.end < byte_range.start:
-            raise ValueError(f"invalid byte range {byte_range}")
-        return f"bytes={byte_range.start}-{byte_range.end - 1}", slice(
-            byte_range.start, byte_range.end
-        )
-    if isinstance(byte_range, OffsetByteRequest):
-        if byte_range.offset < 0:
-            raise ValueError(f"invalid byte range {byte_range}")
-        return f"bytes={byte_range.offset}-", slice(byte_range.offset, None)
-    if isinstance(byte_range, SuffixByteRequest):
-        if byte_range.suffix < 0:
-            raise ValueError(f"invalid byte range {byte_range}")
-        return f"bytes=-{byte_range.suffix}", slice(max(0, size - byte_range.suffix), None)
-    raise TypeError(f"unexpected byte range {byte_range!r}")
-
-
-class _Stale(Exception):
-    """The cached entry no longer matches storage (expired URL, changed or vanished file)."""
 
 
 class ArchiveStore(Store):
@@ -148,13 +86,18 @@ class ArchiveStore(Store):
         self.timeout = timeout
         self.page_size = page_size  # entries per page of a directory listing
         self.recursive_limit = recursive_limit  # files per page of a recursive listing
-        self._api = _session(token)
-        self._storage = _session(None)
+        self._api = make_session(POOL_SIZE, agent="dandizarr-store")
+        if token:
+            self._api.headers["Authorization"] = f"Token {token}"
+        self._storage = make_session(POOL_SIZE, agent="dandizarr-store")
+        self._reads = StorageReads(
+            self._storage, timeout, zarr_id, count=self._count_storage_request
+        )
         self._lock = threading.Lock()
-        self._directories: dict[str, _Directory | None] = {}  # None: no such directory
+        self._directories: dict[str, DirectoryListing | None] = {}  # None: no such directory
         # Keys looked up one by one (with their URLs), None when absent: a read never lists a
         # whole directory (a Zarr v2 array's may hold a million chunks).
-        self._entries: dict[str, _Entry | None] = {}
+        self._entries: dict[str, FileEntry | None] = {}
         self._directory_locks: dict[str, threading.Lock] = {}
         # Requests made, for the curious (and the tests): service calls and storage reads.
         self.api_requests = 0
@@ -176,7 +119,7 @@ class ArchiveStore(Store):
         return f"ArchiveStore({self.server_url!r}, {self.zarr_id!r})"
 
     def __str__(self) -> str:
-        return f"{self.server_url}/api/zarr/{self.zarr_id}/files/"
+        return f"{self.server_url}/api/zarr/{self.zarr_id}/tree/"
 
     def with_read_only(self, read_only: bool = False) -> ArchiveStore:
         if not read_only:
@@ -218,7 +161,7 @@ class ArchiveStore(Store):
     # --- HTTP --------------------------------------------------------------------------------
 
     def _files_url(self, path: str) -> str:
-        return f"{self.server_url}/api/zarr/{quote(self.zarr_id, safe='')}/files/{quote(path)}"
+        return f"{self.server_url}/api/zarr/{quote(self.zarr_id, safe='')}/tree/{quote(path)}"
 
     def _api_get(self, url: str, params: dict[str, Any] | None = None) -> Any | None:
         """The JSON answer of a GET to the service; None on 404."""
@@ -260,25 +203,25 @@ class ArchiveStore(Store):
 
     # --- listings and entries ----------------------------------------------------------------
 
-    def _fetch_directory(self, path: str) -> _Directory | None:
+    def _fetch_directory(self, path: str) -> DirectoryListing | None:
         """List directory ``path`` from the service (every page); None when it is not one."""
         answer = self._api_get(self._files_url(path), {"page_size": self.page_size})
         if answer is None or answer.get("type") != "directory":
             return None
-        directory = _Directory()
+        directory = DirectoryListing()
         while True:
             for item in answer["results"]:
                 if item["type"] == "directory":
                     directory.directories.add(item["name"])
                 else:
-                    directory.files[item["name"]] = _Entry(int(item["size"]), item["digest"])
+                    directory.files[item["name"]] = FileEntry(int(item["size"]), item["digest"])
             if not answer.get("next"):
                 return directory
             answer = self._api_get(answer["next"])
             if answer is None:  # the listing shrank under us: list it again
                 return self._fetch_directory(path)
 
-    def _directory(self, path: str, *, refresh: bool = False) -> _Directory | None:
+    def _directory(self, path: str, *, refresh: bool = False) -> DirectoryListing | None:
         """Directory ``path``'s listing, fetched once however many threads ask at a time."""
         with self._lock:
             if not refresh and path in self._directories:
@@ -293,13 +236,13 @@ class ArchiveStore(Store):
                 self._directories[path] = directory
             return directory
 
-    def _entry(self, key: str, *, with_url: bool) -> _Entry | None:
+    def _entry(self, key: str, *, with_url: bool) -> FileEntry | None:
         """The key's entry, None when the archive holds no such file.
 
         From a listing already fetched (``list_dir`` and friends) when there is one, else from
         the key's own file entry: one request, which also gives its download URL.
         """
-        parent, name = _split(key)
+        parent, name = split_key(key)
         with self._lock:
             if key in self._entries:
                 return self._entries[key]
@@ -314,13 +257,8 @@ class ArchiveStore(Store):
             with self._lock:
                 self._entries[key] = None
             return None
-        shard = answer.get("shard")
-        entry = _Entry(
-            int(answer["size"]),
-            answer["digest"],
-            answer["download_url"],
-            int(shard["offset"]) if isinstance(shard, dict) else None,
-        )
+        file = RemoteFile.from_json(answer)
+        entry = FileEntry(file.size, file.digest, file.download_url, file.shard_offset)
         with self._lock:
             self._entries[key] = entry
             if directory is not None:
@@ -329,97 +267,31 @@ class ArchiveStore(Store):
 
     def _forget(self, key: str) -> None:
         """Drop the listing ``key`` was found in, so the next look-up asks the service again."""
-        parent, _ = _split(key)
+        parent, _ = split_key(key)
         with self._lock:
             self._directories.pop(parent, None)
             self._entries.pop(key, None)
 
     # --- reading -----------------------------------------------------------------------------
 
-    def _read(self, entry: _Entry, byte_range: ByteRequest | None) -> bytes:
-        if entry.shard_offset is not None:
-            return self._read_member(entry, byte_range)
-        header, wanted = _range_header(byte_range, entry.size)
-        start, stop, _ = wanted.indices(entry.size)
-        if stop <= start:  # nothing to fetch (an empty file, or a range past its end)
-            return b""
-        assert entry.url is not None
+    def _count_storage_request(self) -> None:
         with self._lock:
             self.storage_requests += 1
-        try:
-            response = self._storage.get(
-                entry.url,
-                headers={"Range": header} if header else None,
-                timeout=self.timeout,
-            )
-        except requests.RequestException as error:
-            raise ClientError(f"cannot read from storage: {error}") from error
-        if response.status_code in (403, 404):
-            raise _Stale()
-        if response.status_code == 416:
-            raise _Stale()  # we believed the range to be inside the file
-        if response.status_code == 206:
-            data = response.content
-            if len(data) != stop - start:
-                raise _Stale()
-            return data
-        if response.status_code == 200:
-            data = response.content
-            if len(data) != entry.size:
-                raise _Stale()
-            if header is None and hashlib.md5(data).hexdigest() != entry.digest:
-                raise _Stale()
-            return data[wanted]
-        raise ClientError(
-            f"storage answered HTTP {response.status_code} for a file of archive {self.zarr_id}"
-        )
-
-    def _read_member(self, entry: _Entry, byte_range: ByteRequest | None) -> bytes:
-        """A packed file's bytes (or part of them): one range request on its shard."""
-        assert entry.url is not None and entry.shard_offset is not None
-        start, stop, _ = _range_header(byte_range, entry.size)[1].indices(entry.size)
-        if stop <= start:
-            return b""
-        first, last = entry.shard_offset + start, entry.shard_offset + stop - 1
-        with self._lock:
-            self.storage_requests += 1
-        try:
-            response = self._storage.get(
-                entry.url, headers={"Range": f"bytes={first}-{last}"}, timeout=self.timeout
-            )
-        except requests.RequestException as error:
-            raise ClientError(f"cannot read from storage: {error}") from error
-        if response.status_code in (403, 404, 416):
-            raise _Stale()
-        if response.status_code == 206:
-            data = response.content
-        elif response.status_code == 200:  # storage ignored the range: the whole shard
-            data = response.content[first : last + 1]
-        else:
-            raise ClientError(
-                f"storage answered HTTP {response.status_code} for a shard of archive "
-                f"{self.zarr_id}"
-            )
-        if len(data) != stop - start:
-            raise _Stale()
-        if byte_range is None and hashlib.md5(data).hexdigest() != entry.digest:
-            raise _Stale()
-        return data
 
     def _get_sync(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
         for attempt in range(2):
             entry = self._entry(key, with_url=False)
             if entry is None:
                 return None
-            start, stop, _ = _range_header(byte_range, entry.size)[1].indices(entry.size)
+            start, stop, _ = range_header(byte_range, entry.size)[1].indices(entry.size)
             if stop <= start:  # an empty file, or a range past its end: nothing to fetch
                 return b""
             entry = self._entry(key, with_url=True)
             if entry is None:
                 return None
             try:
-                return self._read(entry, byte_range)
-            except _Stale:
+                return self._reads.file(entry, byte_range)
+            except StaleEntry:
                 if attempt:
                     raise ClientError(
                         f"{key} of archive {self.zarr_id}: storage does not match the service's "
@@ -477,7 +349,7 @@ class ArchiveStore(Store):
     def _files_below(self, prefix: str) -> list[tuple[str, int]]:
         """Every (key, size) starting with ``prefix``, in path order, from the recursive listing
         of the directory holding the prefix."""
-        directory = prefix if prefix.endswith("/") or prefix == "" else _split(prefix)[0]
+        directory = prefix if prefix.endswith("/") or prefix == "" else split_key(prefix)[0]
         url: str | None = self._files_url(directory.strip("/"))
         params: dict[str, Any] | None = {
             "recursive": "true",

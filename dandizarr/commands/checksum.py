@@ -11,15 +11,23 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from dandizarr.cli import CommandError
+from checksums import (
+    ChecksumFormatError,
+    TreeSummary,
+    UnsortedEntriesError,
+    compute_tree,
+    is_md5,
+)
+from checksums.local import iter_local_files, md5_files
+from dandizarr.commands import Subparsers
+from dandizarr.commands.errors import CommandError
 
 _SIZE = re.compile(r"[0-9]+")
-_MD5 = re.compile(r"[0-9a-f]{32}")
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "checksum",
         help="print the zarr tree checksum of a local directory or a listing",
@@ -51,8 +59,6 @@ def register(subparsers: Any) -> None:
 
 def parse_listing(lines: IO[str]) -> Iterator[tuple[str, int, str]]:
     """Entries from 'path<TAB>size<TAB>md5' lines; ChecksumFormatError naming the bad line."""
-    from checksums import ChecksumFormatError
-
     for number, line in enumerate(lines, start=1):
         fields = line.removesuffix("\n").removesuffix("\r").split("\t")
         if len(fields) != 3:
@@ -62,7 +68,7 @@ def parse_listing(lines: IO[str]) -> Iterator[tuple[str, int, str]]:
         path, size, md5 = fields
         if not _SIZE.fullmatch(size):
             raise ChecksumFormatError(f"line {number}: size is not a number: {size!r}")
-        if not _MD5.fullmatch(md5):
+        if not is_md5(md5):
             hint = " (a multipart ETag is not an md5)" if "-" in md5 else ""
             raise ChecksumFormatError(
                 f"line {number}: not an md5 (32 lowercase hex digits): {md5!r}{hint}"
@@ -70,9 +76,7 @@ def parse_listing(lines: IO[str]) -> Iterator[tuple[str, int, str]]:
         yield path, int(size), md5
 
 
-def _listing_summary(name: str) -> Any:
-    from checksums import UnsortedEntriesError, compute_tree
-
+def _listing_summary(name: str) -> TreeSummary:
     if name == "-":
         # stdin cannot be re-read: collect it, compute_tree sorts a list if it needs to.
         return compute_tree(list(parse_listing(sys.stdin)))
@@ -89,10 +93,7 @@ def _listing_summary(name: str) -> Any:
         raise CommandError(f"{name}: not UTF-8 text ({error.reason})") from None
 
 
-def _directory_summary(root: Path, jobs: int) -> Any:
-    from checksums import compute_tree
-    from checksums.local import iter_local_files, md5_files
-
+def _directory_summary(root: Path, jobs: int) -> TreeSummary:
     if not root.exists():
         raise CommandError(f"{root}: no such file or directory")
     if not root.is_dir():
@@ -102,8 +103,6 @@ def _directory_summary(root: Path, jobs: int) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from checksums import ChecksumFormatError
-
     if args.jobs < 1:
         raise CommandError("--jobs must be at least 1")
     try:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, cast
 
-from dandizarr.cli import CommandError
+from dandizarr.commands import Subparsers
+from dandizarr.commands.errors import CommandError
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -41,7 +42,7 @@ def _bits(text: str) -> int:
     return value
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "convert",
         help="convert a local array to a sharded Zarr v3 array or a sharded precomputed volume",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
-from dandizarr.commands.upload import (
+from dandizarr.commands import Subparsers
+from dandizarr.commands.connection import (
     add_connection_arguments,
     client_errors,
     json_errors,
@@ -16,7 +16,7 @@ from dandizarr.commands.upload import (
 )
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "download",
         help="download a zarr archive and verify its checksum",

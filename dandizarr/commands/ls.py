@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from dandizarr.commands.upload import add_connection_arguments, client_errors, make_client
+from dandizarr.commands import Subparsers
+from dandizarr.commands.connection import add_connection_arguments, client_errors, make_client
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "ls",
         help="list a directory of a zarr archive with sizes and digests",

@@ -1,13 +1,16 @@
-"""``dandizarr serve``: migrate, create the admin user and token, run the embedded server."""
+"""``dandizarr serve``: migrate, create the admin user and token, run the service under gunicorn."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+
+from dandizarr import embedded
+from dandizarr.commands import Subparsers
+from dandizarr.commands.errors import CommandError
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="run the service (migrates, creates an admin token on first start)",
@@ -26,8 +29,14 @@ def run(args: argparse.Namespace) -> int:
         os.environ["DANDIZARR_HOST"] = args.host
     if args.port:
         os.environ["DANDIZARR_PORT"] = str(args.port)
+    try:
+        import django  # the server extra: the client's install has no Django
+    except ModuleNotFoundError:
+        raise CommandError(
+            "dandizarr serve needs the server: pip install 'dandizarr[server]'"
+        ) from None
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr.settings")
-    import django
+    embedded.mark_embedded()  # a secret key of its own, kept in the data directory
     from django.conf import settings
     from django.core.management import call_command
 
@@ -35,13 +44,12 @@ def run(args: argparse.Namespace) -> int:
     settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
     call_command("migrate", interactive=False, verbosity=0)
     call_command("bootstrap_admin")
-    from dandizarr.httpserver import EmbeddedServerCommand
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        # No Celery beat runs the periodic sweeps: finish what a crash left undone now.
+        from zarr_api.services.recovery import recover_at_start
 
-    # --insecure: the admin's static files are served by this process, as DEBUG would.
-    call_command(
-        EmbeddedServerCommand(),
-        f"{settings.HOST}:{settings.PORT}",
-        use_reloader=False,
-        insecure_serving=True,
-    )
+        recover_at_start()
+    from dandizarr import httpserver
+
+    httpserver.run(settings.HOST, settings.PORT)
     return 0

@@ -12,7 +12,7 @@ import pytest
 
 from checksums import EMPTY_DIGEST
 from dandizarr.cli import main
-from tests.checksums.reference import reference_tree
+from tests.support.checksum_reference import reference_tree
 
 EXECUTABLE = Path(sys.executable).parent / "dandizarr"
 FILES = {"a/b": b"hello", "a-b/c": b"", "z\u00e9": b"x" * 100}

@@ -20,8 +20,8 @@ from checksums import (
     encode_checksum_file,
     parse_directory_digest,
 )
-from tests.checksums.reference import reference_tree
-from tests.checksums.strategies import SETTINGS, md5s, sizes
+from tests.support.checksum_reference import reference_tree
+from tests.support.checksum_strategies import SETTINGS, md5s, sizes
 
 MD5_A = "0123456789abcdef0123456789abcdef"
 MD5_B = "fedcba9876543210fedcba9876543210"

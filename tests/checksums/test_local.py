@@ -10,7 +10,7 @@ import pytest
 
 from checksums import compute_tree
 from checksums.local import iter_local_files, md5_file, md5_files
-from tests.checksums.reference import reference_tree
+from tests.support.checksum_reference import reference_tree
 
 TREE = {
     "a/b/x": b"one",

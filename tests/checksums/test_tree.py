@@ -18,8 +18,8 @@ from checksums import (
     compute_tree,
     encode_checksum_file,
 )
-from tests.checksums.reference import reference_tree
-from tests.checksums.strategies import SETTINGS, file_sets
+from tests.support.checksum_reference import reference_tree
+from tests.support.checksum_strategies import SETTINGS, file_sets
 
 MD5 = "0123456789abcdef0123456789abcdef"
 

@@ -20,8 +20,8 @@ from checksums import (
     compute_tree,
     encode_checksum_file,
 )
-from tests.checksums.reference import reference_tree
-from tests.checksums.strategies import SETTINGS, consistent, md5s, paths, sizes
+from tests.support.checksum_reference import reference_tree
+from tests.support.checksum_strategies import SETTINGS, consistent, md5s, paths, sizes
 
 MD5 = "0123456789abcdef0123456789abcdef"
 Model = dict[str, tuple[int, str]]

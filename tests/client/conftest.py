@@ -1,174 +1,114 @@
 """A live service for the client: Django's test server in a thread (test PostgreSQL database),
-S3 on moto's server, Celery tasks inline; a user with a token and a dandiset of theirs."""
+S3 on moto's server (or SeaweedFS), Celery tasks inline; a user with a token and a dandiset
+of theirs. A test marked ``@pytest.mark.s3_servers("moto", "seaweedfs")`` runs once per S3
+server named."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import random
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-import requests
 
-from dandizarr.client import DandizarrClient, RetryPolicy
+from dandizarr.client import DandizarrClient
+from dandizarr.client.progress import NullProgress
+from dandizarr.client.store import ArchiveStore
+from dandizarr.client.upload import Uploader
+from dandizarr.client.upload_types import UploadOptions
+from tests.support import seaweedfs as seaweedfs_keys
+from tests.support.live_client import Service, make_tree
+from tests.support.live_users import user_with_dandiset
+from tests.support.sharded_client import MakeUploader
 
-REPO = Path(__file__).resolve().parents[2]
-# The installed entry point (``python -m dandizarr.cli`` would load dandizarr.cli twice).
-CLI = [str(Path(sys.executable).parent / "dandizarr")]
+S3_SERVERS = ("moto", "seaweedfs")
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``@pytest.mark.s3_servers(*names)``: the test once per S3 server named."""
+    marker = metafunc.definition.get_closest_marker("s3_servers")
+    if marker is None:
+        return
+    unknown = set(marker.args) - set(S3_SERVERS)
+    if not marker.args or unknown:
+        raise pytest.UsageError(f"s3_servers takes some of {S3_SERVERS}, not {marker.args}")
+    metafunc.parametrize("s3_server", marker.args)
 
 
-@dataclass
-class Service:
-    url: str
-    token: str
-    dandiset: str
-    bucket: str
-    moto: str
-    state_dir: Path
-
-    def client(self, *, token: str | None = "", jobs: int = 8) -> DandizarrClient:
-        return DandizarrClient(
-            self.url,
-            self.token if token == "" else token,
-            jobs=jobs,
-            retry=RetryPolicy(attempts=4, backoff=0.05),
-        )
-
-    def api(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        headers = {"Authorization": f"Token {self.token}"}
-        return requests.request(method, self.url + path, headers=headers, timeout=60, **kwargs)
-
-    def archive(self, zarr_id: str) -> dict[str, Any]:
-        response = self.api("GET", f"/api/zarr/{zarr_id}/")
-        assert response.status_code == 200, response.text
-        result: dict[str, Any] = response.json()
-        return result
-
-    def remote_files(self, zarr_id: str) -> dict[str, tuple[int, str]]:
-        with self.client() as client:
-            return {f.path: (f.size, f.digest) for f in client.iter_files(zarr_id)}
-
-    def bucket_keys(self) -> list[str]:
-        s3 = boto3.client("s3", endpoint_url=self.moto, region_name="us-east-1")
-        keys: list[str] = []
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
-            keys += [item["Key"] for item in page.get("Contents", [])]
-        return keys
-
-    def cli_env(self, **extra: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
-            DANDIZARR_URL=self.url,
-            DANDIZARR_TOKEN=self.token,
-            DANDIZARR_STATE_DIR=str(self.state_dir),
-            PYTHONPATH=os.pathsep.join(
-                p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
-            ),
-        )
-        env.update(extra)
-        return env
-
-    def popen(self, *args: str, **extra_env: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [*CLI, *args],
-            env=self.cli_env(**extra_env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-            # As from a terminal: when the tests run as a background job, the shell has set
-            # SIGINT to "ignore", which children inherit, and Python then never raises
-            # KeyboardInterrupt (Ctrl-C would not reach the CLI as a user's would).
-            preexec_fn=_default_sigint,
-        )
-
-    def cli(self, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*CLI, *args],
-            env=self.cli_env(**extra_env),
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=240,
-        )
-
-    def cli_json(self, *args: str, **extra_env: str) -> tuple[int, dict[str, Any]]:
-        done = self.cli(*args, "--json", **extra_env)
-        assert done.stdout, f"no JSON on stdout; stderr:\n{done.stderr}"
-        return done.returncode, json.loads(done.stdout)
+@pytest.fixture
+def s3_server() -> str:
+    """The S3 server ``service`` runs on: moto, unless the ``s3_servers`` marker says others."""
+    return "moto"
 
 
 @pytest.fixture
 def service(
+    request: pytest.FixtureRequest,
+    s3_server: str,
     live_server: Any,
     transactional_db: None,
     settings: Any,
-    moto_server: str,
-    s3_bucket: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Service]:
-    from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
-
+    """The service with S3 on ``s3_server``: moto, or SeaweedFS."""
+    if s3_server == "seaweedfs":
+        endpoint = request.getfixturevalue("seaweedfs").endpoint_url
+        bucket = request.getfixturevalue("seaweedfs_bucket")
+        access_key, secret_key = seaweedfs_keys.ACCESS_KEY, seaweedfs_keys.SECRET_KEY
+    else:
+        endpoint = request.getfixturevalue("moto_server")
+        bucket = request.getfixturevalue("s3_bucket")
+        access_key = secret_key = "testing"
     settings.DANDIZARR_STORAGE = "s3"
-    settings.DANDIZARR_S3_ENDPOINT_URL = moto_server
+    settings.DANDIZARR_S3_ENDPOINT_URL = endpoint
     settings.DANDIZARR_S3_PRESIGN_ENDPOINT_URL = None
-    settings.DANDIZARR_S3_BUCKET = s3_bucket
+    settings.DANDIZARR_S3_BUCKET = bucket
+    settings.DANDIZARR_S3_ACCESS_KEY_ID = access_key
+    settings.DANDIZARR_S3_SECRET_ACCESS_KEY = secret_key
     settings.DANDIZARR_BATCH_LIMIT = 7  # several batches even for small trees
     state_dir = tmp_path / "client-state"
     monkeypatch.setenv("DANDIZARR_STATE_DIR", str(state_dir))
-    user = User.objects.create_user(username="uploader")
-    token = Token.objects.create(user=user).key
-    response = requests.post(
-        f"{live_server.url}/api/dandisets/",
-        json={"name": "client tests"},
-        headers={"Authorization": f"Token {token}"},
-        timeout=30,
-    )
-    assert response.status_code == 201, response.text
+    token, dandiset = user_with_dandiset(live_server.url, "uploader", "client tests")
     yield Service(
         url=live_server.url,
         token=token,
-        dandiset=response.json()["identifier"],
-        bucket=s3_bucket,
-        moto=moto_server,
+        dandiset=dandiset,
+        bucket=bucket,
+        moto=endpoint,
         state_dir=state_dir,
+        access_key=access_key,
+        secret_key=secret_key,
     )
-
-
-def make_tree(root: Path, files: int, *, seed: int = 0, size: int = 64) -> dict[str, str]:
-    """A zarr-like tree (metadata files plus chunks in nested directories); path -> md5."""
-    rng = random.Random(seed)
-    root.mkdir(parents=True, exist_ok=True)
-    made: dict[str, str] = {}
-    (root / ".zattrs").write_text(f'{{"seed": {seed}}}')
-    (root / "zarr.json").write_text('{"zarr_format": 3}')
-    for i in range(files - 2):
-        path = f"0/c/{i // 10}/{i % 10}" if i % 3 else f"1/c/{i // 10}.{i % 10}"
-        target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(rng.randbytes(rng.randint(0, size)))
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        made[path.relative_to(root).as_posix()] = hashlib.md5(path.read_bytes()).hexdigest()
-    assert len(made) == files
-    return made
 
 
 @pytest.fixture
 def tree(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     root = tmp_path / "sample.zarr"
     return root, make_tree(root, 40)
+
+
+@pytest.fixture
+def uploader(service: Service) -> Iterator[MakeUploader]:
+    """``uploader(root, **options)``: an Uploader into the test dandiset; its client is closed
+    when the test ends (a pooled connection keeps a live-server thread and its database
+    session)."""
+    clients: list[DandizarrClient] = []
+
+    def make(root: Path, **options: Any) -> Uploader:
+        clients.append(service.client())
+        options = {"dandiset": service.dandiset, **options}
+        return Uploader(clients[-1], root, UploadOptions(**options), NullProgress())
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def stores() -> Iterator[list[ArchiveStore]]:
+    """Stores closed when the test ends (a pooled connection keeps a live-server thread)."""
+    opened: list[ArchiveStore] = []
+    yield opened
+    for store in opened:
+        store.close()

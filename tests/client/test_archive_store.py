@@ -21,8 +21,9 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
 from dandizarr.client.errors import ClientError
-from dandizarr.client.store import ArchiveStore, _Entry
-from tests.zarr_api.conftest import Actor, make_actor, upload
+from dandizarr.client.store import ArchiveStore
+from dandizarr.client.store_reads import FileEntry as _Entry
+from tests.support.api import Actor, make_actor, upload
 
 PROTO = default_buffer_prototype()
 

@@ -57,7 +57,7 @@ def test_download_and_ls_arguments() -> None:
 
 
 def test_server_and_token_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dandizarr.commands.upload import make_client
+    from dandizarr.commands.connection import make_client
 
     monkeypatch.setenv("DANDIZARR_URL", "http://env.example:1234/")
     monkeypatch.setenv("DANDIZARR_TOKEN", "env-token")

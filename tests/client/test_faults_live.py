@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from dandizarr.client import ClientError
-from tests.client.conftest import Service
+from tests.support.live_client import Service
 
 EXPIRED = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
@@ -158,7 +158,7 @@ def test_storage_that_keeps_failing_stops_the_upload_and_cancels_its_batch(
     with service.client() as client:
         archive = client.find_archive(service.dandiset, "failing.zarr")
         assert archive is not None
-        assert not client.batch_open(archive.zarr_id)
+        assert not client.has_open_batch(archive.zarr_id)
         assert archive.file_count == 0
     assert not list(service.state_dir.glob("*.json"))
     # Once storage recovers, the same command finishes the job.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,25 +17,17 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
-from dandizarr.client import ClientError, DandizarrClient
-from dandizarr.client.pack import PreparedShard
-from dandizarr.client.progress import NullProgress
+from dandizarr.client import ClientError
+from dandizarr.client.pack_batches import PackBatchSender
+from dandizarr.client.shards import PreparedShard
 from dandizarr.client.store import ArchiveStore
-from dandizarr.client.upload import Uploader, UploadOptions
-from tests.client.conftest import Service
+from tests.support.live_client import Service
+from tests.support.sharded_client import MakeUploader, local_files
 
 PROTO = default_buffer_prototype()
 V2_DATA = (np.arange(600, dtype="uint16") * 7) % 1000
 V3_CHUNKS = 4000
 V3_DATA = np.arange(V3_CHUNKS * 4, dtype="int32") * -3
-
-
-def local_files(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 def write_v2(root: Path) -> dict[str, bytes]:
@@ -69,38 +60,10 @@ def cli_checksum(service: Service, root: Path) -> str:
     return done.stdout.strip()
 
 
-Make = Callable[..., Uploader]
-
-
-@pytest.fixture
-def uploader(service: Service) -> Iterator[Make]:
-    """``uploader(root, **options)``: an Uploader into the test dandiset; its client is closed
-    when the test ends (a pooled connection keeps a live-server thread and its database
-    session)."""
-    clients: list[DandizarrClient] = []
-
-    def make(root: Path, **options: Any) -> Uploader:
-        clients.append(service.client())
-        options = {"dandiset": service.dandiset, **options}
-        return Uploader(clients[-1], root, UploadOptions(**options), NullProgress())
-
-    yield make
-    for client in clients:
-        client.close()
-
-
-@pytest.fixture
-def stores() -> Iterator[list[ArchiveStore]]:
-    """Stores closed when the test ends (a pooled connection keeps a live-server thread)."""
-    opened: list[ArchiveStore] = []
-    yield opened
-    for store in opened:
-        store.close()
-
-
+@pytest.mark.s3_servers("moto", "seaweedfs")
 def test_pack_v2_equals_loose_upload_and_reads_back(
     service: Service,
-    uploader: Make,
+    uploader: MakeUploader,
     tmp_path: Path,
     stores: list[ArchiveStore],
     monkeypatch: pytest.MonkeyPatch,
@@ -112,7 +75,7 @@ def test_pack_v2_equals_loose_upload_and_reads_back(
 
     # 100 bytes per shard: 5 chunks of 20 bytes each, 12 shards, 2 pack batches of <= 7;
     # built in temporary files (as shards above 1 MiB are), removed afterwards.
-    monkeypatch.setattr("dandizarr.client.pack.SHARD_IN_MEMORY", 0)
+    monkeypatch.setattr("dandizarr.client.shards.SHARD_IN_MEMORY", 0)
     up = uploader(root, pack=True, shard_target_bytes=100)
     packed = up.run()
     assert packed.ok, packed.to_json()
@@ -226,7 +189,7 @@ def test_pack_v3_many_chunks_with_the_cli(
 
 
 def test_corrupted_member_fails_the_pack_batch_naming_it(
-    service: Service, uploader: Make, tmp_path: Path
+    service: Service, uploader: MakeUploader, tmp_path: Path
 ) -> None:
     root = tmp_path / "bad.zarr"
     write_v2(root)
@@ -258,7 +221,9 @@ def test_corrupted_member_fails_the_pack_batch_naming_it(
     assert again.ok and again.packed_files == 60
 
 
-def test_interrupted_pack_upload_resumes(service: Service, uploader: Make, tmp_path: Path) -> None:
+def test_interrupted_pack_upload_resumes(
+    service: Service, uploader: MakeUploader, tmp_path: Path
+) -> None:
     root = tmp_path / "resume.zarr"
     files = write_v3(root)
     # 64-byte shards: 4 chunks each, 1000 shards, pack batches of 7.
@@ -293,7 +258,7 @@ class Killed(Exception):
 
 
 def test_pack_batch_left_open_by_a_killed_run_is_completed_on_resume(
-    service: Service, uploader: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    service: Service, uploader: MakeUploader, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "open.zarr"
     files = write_v2(root)
@@ -302,11 +267,13 @@ def test_pack_batch_left_open_by_a_killed_run_is_completed_on_resume(
     def killed(*args: Any, **kwargs: Any) -> None:
         raise Killed  # after the first pack batch's shards were PUT, before complete
 
-    # A kill leaves no chance to cancel: the batch stays open, the journal stays.
-    monkeypatch.setattr(first.packer, "_complete", killed)
-    monkeypatch.setattr(first, "_cancel_quietly", lambda: None)
-    with pytest.raises(Killed):
-        first.run()
+    # A kill leaves no chance to cancel: the batch stays open, the journal stays. (Only for
+    # this run: the pack sender is made by the run, so its class is patched.)
+    with monkeypatch.context() as patch:
+        patch.setattr(PackBatchSender, "_complete", killed)
+        patch.setattr(first, "_cancel_quietly", lambda: None)
+        with pytest.raises(Killed):
+            first.run()
     zarr_id = first.zarr_id
     assert service.api("GET", f"/api/zarr/{zarr_id}/upload/").status_code == 204
     loose = len(service.remote_files(zarr_id))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.conftest import Service, make_tree
+from tests.support.live_client import Service, make_tree
 
 FILES = 150
 
@@ -34,6 +34,7 @@ def start_upload_and_wait_for_progress(
     return zarr_id, process
 
 
+@pytest.mark.s3_servers("moto", "seaweedfs")
 def test_killed_upload_resumes_without_uploading_again(service: Service, tmp_path: Path) -> None:
     root = tmp_path / "killed.zarr"
     make_tree(root, FILES, seed=5, size=2000)

@@ -18,7 +18,7 @@ from dandizarr.client.retry import (
     parse_retry_after,
     request_with_retry,
 )
-from tests.client.httpfixture import Reply, ScriptedServer, scripted_server
+from tests.support.scripted_http import Reply, ScriptedServer, scripted_server
 
 server = pytest.fixture(scripted_server)
 

@@ -11,15 +11,11 @@ import pytest
 
 from checksums import EMPTY_DIGEST, compute_tree
 from dandizarr.client import ChecksumMismatch, ClientError
+from dandizarr.client.digests import content_md5, tree_checksum
 from dandizarr.client.journal import BatchJournal
-from dandizarr.client.upload import (
-    FileChangedError,
-    HashingReader,
-    UploadResult,
-    content_md5,
-    format_bytes,
-    tree_checksum,
-)
+from dandizarr.client.models import RemoteFile
+from dandizarr.client.results import UploadResult, format_bytes
+from dandizarr.client.storage_puts import FileChangedError, HashingReader
 
 
 def test_journal_tells_a_killed_run_from_a_live_one_and_another_host(tmp_path: Path) -> None:
@@ -109,7 +105,7 @@ def test_tqdm_progress_counts_files_and_bytes_including_take_backs() -> None:
 
 
 def test_shard_shapes_fit_the_pack_member_limit() -> None:
-    from dandizarr.client.pack import fit_chunks_per_shard
+    from dandizarr.client.shards import fit_chunks_per_shard
 
     assert fit_chunks_per_shard((4, 64), 1000) == (4, 64)
     assert fit_chunks_per_shard((16384,), 10_000) == (8192,)
@@ -129,3 +125,22 @@ def test_shard_size_argument() -> None:
     for bad in ("", "0", "-1K", "x", "4T"):
         with pytest.raises(argparse.ArgumentTypeError):
             byte_size(bad)
+
+
+def test_a_file_entry_says_where_its_bytes_are() -> None:
+    loose = RemoteFile.from_json({"path": "a/b", "size": 5, "digest": "d", "download_url": "u"})
+    assert (loose.download_url, loose.shard_offset, loose.range_header()) == ("u", None, None)
+    packed = RemoteFile.from_json(
+        {
+            "path": "s4/0/0/0/0",
+            "size": 512,
+            "digest": "d",
+            "download_url": "shard-url",
+            "shard": {"key": "zarr_shards/z/s4.x", "offset": 3136, "length": 512},
+        }
+    )
+    assert packed.range_header() == "bytes=3136-3647"
+    # A listing without ``urls``: nothing known of where the bytes are.
+    assert RemoteFile.from_json({"path": "p", "size": 0, "digest": "d"}).download_url is None
+    with pytest.raises(ValueError, match="empty packed file"):
+        RemoteFile("e", 0, "d", "shard-url", 10).range_header()

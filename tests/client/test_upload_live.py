@@ -7,25 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from checksums import compute_tree
 from dandizarr.client import AuthenticationError, BatchConflict, NotFound
 from dandizarr.client.progress import NullProgress
-from tests.client.conftest import Service, make_tree
+from tests.support.live_client import Service, local_checksum, make_tree
 
 
-def local_checksum(root: Path) -> str:
-    entries = []
-    for path in root.rglob("*"):
-        if path.is_file():
-            import hashlib
-
-            data = path.read_bytes()
-            entries.append(
-                (path.relative_to(root).as_posix(), len(data), hashlib.md5(data).hexdigest())
-            )
-    return compute_tree(entries).digest
-
-
+@pytest.mark.s3_servers("moto", "seaweedfs")
 def test_round_trip_upload_then_download(
     service: Service, tree: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.live_service import serve_process
 from dandizarr.client import DandizarrClient
-from tests.client.conftest import make_tree
-from tests.client.test_upload_live import local_checksum
+from tests.support.live_client import local_checksum, make_tree
+from tests.support.processes import serve_process
 
 
 def test_upload_into_the_embedded_service_and_back(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from django.conf import LazySettings
 from objectstore import ObjectStore
 from objectstore.local import LocalObjectStore
 from objectstore.s3 import S3ObjectStore
+from tests.support import seaweedfs as seaweedfs_credentials
+from tests.support.seaweedfs import SeaweedS3
 from zarr_api.storage import get_store
 
 
@@ -23,6 +25,8 @@ def local_store(
     request: pytest.FixtureRequest, tmp_path: Path, settings: LazySettings
 ) -> Iterator[LocalObjectStore]:
     live_server = request.getfixturevalue("live_server")
+    # The storage endpoint checks PUTs against open batches in the database.
+    request.getfixturevalue("transactional_db")
     settings.DANDIZARR_STORAGE = "local"
     settings.DANDIZARR_LOCAL_STORAGE_DIR = tmp_path / "storage"
     settings.PUBLIC_URL = live_server.url
@@ -43,8 +47,32 @@ def s3_store(moto_server: str, s3_bucket: str) -> S3ObjectStore:
     )
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture
+def seaweedfs_store(seaweedfs: SeaweedS3, seaweedfs_bucket: str) -> S3ObjectStore:
+    return S3ObjectStore(
+        seaweedfs_bucket,
+        endpoint_url=seaweedfs.endpoint_url,
+        access_key_id=seaweedfs_credentials.ACCESS_KEY,
+        secret_access_key=seaweedfs_credentials.SECRET_KEY,
+    )
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("local", marks=pytest.mark.live),
+        "s3",
+        pytest.param("seaweedfs", marks=pytest.mark.live),
+    ]
+)
 def store(request: pytest.FixtureRequest) -> ObjectStore:
-    fixture = {"local": "local_store", "s3": "s3_store"}[request.param]
+    fixture = {"local": "local_store", "s3": "s3_store", "seaweedfs": "seaweedfs_store"}[
+        request.param
+    ]
     result: ObjectStore = request.getfixturevalue(fixture)
     return result
+
+
+@pytest.fixture
+def lists_in_byte_order(request: pytest.FixtureRequest) -> bool:
+    """Whether the ``store`` under test lists in S3's key order (SeaweedFS does not)."""
+    return bool(request.node.callspec.params["store"] != "seaweedfs")

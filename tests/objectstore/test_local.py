@@ -15,14 +15,14 @@ import requests
 
 from objectstore import ObjectInfo, ObjectStoreError, signing
 from objectstore.base import content_md5_header
+from objectstore.keys import RESERVED_PREFIX, SIDECAR_PREFIX
 from objectstore.local import (
-    META_PREFIX,
-    RESERVED_PREFIX,
     TEMP_PREFIX,
     BadDigest,
     InvalidKey,
     LocalObjectStore,
 )
+from tests.support.api import expected_upload
 
 
 def md5(data: bytes) -> str:
@@ -48,21 +48,24 @@ def files_under(root: Path) -> list[str]:
 # --- the presigned PUT endpoint -----------------------------------------------------------
 
 
+@pytest.mark.django_db(transaction=True)
 def test_body_with_another_md5_is_bad_digest_and_old_object_survives(
     local_store: LocalObjectStore,
 ) -> None:
-    local_store.put("k", b"old content")
     announced = b"the announced body"
-    url = local_store.presigned_put_url("k", md5(announced), expires_in=60)
+    key = expected_upload("k", md5(announced))
+    local_store.put(key, b"old content")
+    url = local_store.presigned_put_url(key, md5(announced), expires_in=60)
     response = put_via_url(
         url, b"a different body!", content_md5=content_md5_header(md5(announced))
     )
     assert response.status_code == 400
     assert "<Code>BadDigest</Code>" in response.text
-    assert local_store.get("k") == b"old content"
-    assert local_store.head("k") == ObjectInfo("k", 11, md5(b"old content"))
+    assert local_store.get(key) == b"old content"
+    assert local_store.head(key) == ObjectInfo(key, 11, md5(b"old content"))
     # No temp file of the rejected upload is left behind.
-    assert files_under(local_store.root) == sorted(["k", META_PREFIX + "k"])
+    folder = key[: -len("k")]
+    assert files_under(local_store.root) == sorted([key, folder + SIDECAR_PREFIX + "k"])
 
 
 def test_expired_put_url_is_403(local_store: LocalObjectStore) -> None:
@@ -109,14 +112,16 @@ def test_expired_get_url_is_403(local_store: LocalObjectStore) -> None:
         pytest.param(lambda url: with_query(url, signature="", expires=""), id="unsigned"),
     ],
 )
+@pytest.mark.django_db(transaction=True)
 def test_tampered_put_url_is_403(local_store: LocalObjectStore, tamper: object) -> None:
     body = b"payload"
-    url = local_store.presigned_put_url("signed/key", md5(body), expires_in=60)
+    key = expected_upload("signed/key", md5(body))
+    url = local_store.presigned_put_url(key, md5(body), expires_in=60)
     assert callable(tamper)
     response = put_via_url(tamper(url), body, content_md5=content_md5_header(md5(body)))
     assert response.status_code == 403, response.text
-    assert local_store.head("signed/key") is None
-    assert local_store.head("signed/kez") is None
+    assert local_store.head(key) is None
+    assert local_store.head(key.replace("/signed/key", "/signed/kez")) is None
     # The untampered URL works, so the 403 was the tampering's doing.
     assert put_via_url(url, body, content_md5=content_md5_header(md5(body))).status_code == 200
 
@@ -132,9 +137,11 @@ def test_a_get_url_cannot_upload_and_a_put_url_cannot_download(
     assert local_store.get("k") == b"secret"
 
 
+@pytest.mark.django_db(transaction=True)
 def test_content_md5_header_must_match_the_signed_md5(local_store: LocalObjectStore) -> None:
     body = b"body"
-    url = local_store.presigned_put_url("k", md5(body), expires_in=60)
+    key = expected_upload("k", md5(body))
+    url = local_store.presigned_put_url(key, md5(body), expires_in=60)
     missing = put_via_url(url, body, content_md5=None)
     assert missing.status_code == 403
     other = put_via_url(url, body, content_md5=content_md5_header(md5(b"other")))
@@ -142,7 +149,7 @@ def test_content_md5_header_must_match_the_signed_md5(local_store: LocalObjectSt
     malformed = put_via_url(url, body, content_md5="not base64!")
     assert malformed.status_code == 400
     assert "<Code>InvalidDigest</Code>" in malformed.text
-    assert local_store.head("k") is None
+    assert local_store.head(key) is None
     ok = put_via_url(url, body, content_md5=content_md5_header(md5(body)))
     assert ok.status_code == 200
     assert ok.headers["ETag"] == f'"{md5(body)}"'
@@ -181,7 +188,7 @@ def test_failed_write_leaves_old_object_and_no_temp_file(local_store: LocalObjec
         local_store.put_stream("dir/k", crashing_body())
     assert local_store.get("dir/k") == b"old"
     assert local_store.head("dir/k") == ObjectInfo("dir/k", 3, md5(b"old"))
-    assert files_under(local_store.root) == ["dir/" + META_PREFIX + "k", "dir/k"]
+    assert files_under(local_store.root) == ["dir/" + SIDECAR_PREFIX + "k", "dir/k"]
 
 
 def test_put_stream_with_wrong_md5_stores_nothing(local_store: LocalObjectStore) -> None:
@@ -214,7 +221,7 @@ def test_temp_and_sidecar_files_are_never_listed(local_store: LocalObjectStore) 
         "a/./b",
         "a/",
         "nul\x00",
-        "x/" + META_PREFIX + "k",
+        "x/" + SIDECAR_PREFIX + "k",
         RESERVED_PREFIX + "x",
         "a/" + "n" * 250,
     ],
@@ -257,7 +264,7 @@ def test_head_uses_the_recorded_md5_without_reading_the_body(
     local_store: LocalObjectStore,
 ) -> None:
     local_store.put("k", b"body")
-    sidecar = local_store.root / (META_PREFIX + "k")
+    sidecar = local_store.root / (SIDECAR_PREFIX + "k")
     meta = json.loads(sidecar.read_text())
     assert meta["md5"] == md5(b"body")
     # A recorded value that is not the body's md5 is returned as-is: proof that head trusts
@@ -278,14 +285,16 @@ def test_a_sidecar_for_another_file_is_not_trusted(local_store: LocalObjectStore
     assert local_store.head("k") == ObjectInfo("k", 6, md5(b"second"))
     assert local_store.read_range("k", 0) == (b"second", md5(b"second"))
     # ... and the sidecar was repaired on the way.
-    assert json.loads((local_store.root / (META_PREFIX + "k")).read_text())["md5"] == md5(b"second")
+    assert json.loads((local_store.root / (SIDECAR_PREFIX + "k")).read_text())["md5"] == md5(
+        b"second"
+    )
 
 
 def test_a_missing_or_corrupt_sidecar_is_recomputed(local_store: LocalObjectStore) -> None:
     local_store.put("a", b"alpha")
     local_store.put("b", b"beta")
-    (local_store.root / (META_PREFIX + "a")).unlink()
-    (local_store.root / (META_PREFIX + "b")).write_text("{not json")
+    (local_store.root / (SIDECAR_PREFIX + "a")).unlink()
+    (local_store.root / (SIDECAR_PREFIX + "b")).write_text("{not json")
     assert list(local_store.list()) == [
         ObjectInfo("a", 5, md5(b"alpha")),
         ObjectInfo("b", 4, md5(b"beta")),
@@ -300,8 +309,8 @@ def test_a_store_on_a_copied_tree_recomputes_etags(
     (copy_root / "p").mkdir(parents=True)
     # Copy the object but give the copy the sidecar of a different body.
     (copy_root / "p" / "k").write_bytes(b"changed")
-    (copy_root / "p" / (META_PREFIX + "k")).write_bytes(
-        (local_store.root / "p" / (META_PREFIX + "k")).read_bytes()
+    (copy_root / "p" / (SIDECAR_PREFIX + "k")).write_bytes(
+        (local_store.root / "p" / (SIDECAR_PREFIX + "k")).read_bytes()
     )
     copy = LocalObjectStore(copy_root, public_url="http://unused", secret_key="s")
     assert copy.head("p/k") == ObjectInfo("p/k", 7, md5(b"changed"))

@@ -11,13 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sharding.array import (
-    Array,
+from sharding.array import Array, sharding_codec
+from sharding.array_metadata import (
     ArrayMetadata,
     ChunkKeyEncoding,
     fill_value_json,
     parse_fill_value,
-    sharding_codec,
 )
 from sharding.store import CountingStore, MemoryStore
 

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import zstandard
 
-from sharding.codecs import ArraySpec, CodecPipeline, is_fill, parallel_map
+from sharding.codec_registry import pipeline_from_json
+from sharding.codecs.base import ArraySpec, is_fill
 from sharding.index import ShardFormatError
+from sharding.parallel import parallel_map
 
 SPEC = ArraySpec((4, 6), np.dtype("uint16"), 0)
 DATA = np.arange(24, dtype="uint16").reshape(4, 6) * 257
@@ -31,24 +33,24 @@ CHAINS = [
 
 @pytest.mark.parametrize("codecs", CHAINS, ids=lambda c: "+".join(x["name"] for x in c))
 def test_round_trip(codecs: list[dict]) -> None:
-    pipeline = CodecPipeline.from_json(codecs, SPEC)
+    pipeline = pipeline_from_json(codecs, SPEC)
     encoded = pipeline.encode(DATA)
     decoded = pipeline.decode(encoded)
     assert decoded.dtype == DATA.dtype
     assert np.array_equal(decoded, DATA)
     # to_json re-parses to the same chain
-    assert CodecPipeline.from_json(pipeline.to_json(), SPEC).encode(DATA) == encoded
+    assert pipeline_from_json(pipeline.to_json(), SPEC).encode(DATA) == encoded
 
 
 def test_bytes_endianness_on_the_wire() -> None:
-    little = CodecPipeline.from_json([BYTES_LE], SPEC).encode(DATA)
-    big = CodecPipeline.from_json([BYTES_BE], SPEC).encode(DATA)
+    little = pipeline_from_json([BYTES_LE], SPEC).encode(DATA)
+    big = pipeline_from_json([BYTES_BE], SPEC).encode(DATA)
     assert little == DATA.astype("<u2").tobytes()
     assert big == DATA.astype(">u2").tobytes()
 
 
 def test_transpose_layout() -> None:
-    pipeline = CodecPipeline.from_json(
+    pipeline = pipeline_from_json(
         [{"name": "transpose", "configuration": {"order": [1, 0]}}, BYTES_LE], SPEC
     )
     assert pipeline.encode(DATA) == DATA.T.astype("<u2").tobytes()
@@ -57,21 +59,21 @@ def test_transpose_layout() -> None:
 
 def test_compressors_interoperate_with_reference_libraries() -> None:
     raw = DATA.astype("<u2").tobytes()
-    gz = CodecPipeline.from_json([BYTES_LE, {"name": "gzip"}], SPEC)
+    gz = pipeline_from_json([BYTES_LE, {"name": "gzip"}], SPEC)
     assert gzip.decompress(gz.encode(DATA)) == raw
     assert np.array_equal(gz.decode(gzip.compress(raw)), DATA)
-    zs = CodecPipeline.from_json([BYTES_LE, {"name": "zstd"}], SPEC)
+    zs = pipeline_from_json([BYTES_LE, {"name": "zstd"}], SPEC)
     assert zstandard.ZstdDecompressor().decompress(zs.encode(DATA)) == raw
     # A streamed frame has no content size in its header: still decodes.
     frame = zstandard.ZstdCompressor(write_content_size=False).compress(raw)
     assert np.array_equal(zs.decode(frame), DATA)
-    blosc = CodecPipeline.from_json([BYTES_LE, {"name": "blosc"}], SPEC)
+    blosc = pipeline_from_json([BYTES_LE, {"name": "blosc"}], SPEC)
     assert numcodecs.Blosc().decode(blosc.encode(DATA)) == raw
     assert blosc.to_json()[1]["configuration"]["typesize"] == 2
 
 
 def test_crc32c_detects_corruption() -> None:
-    pipeline = CodecPipeline.from_json([BYTES_LE, {"name": "crc32c"}], SPEC)
+    pipeline = pipeline_from_json([BYTES_LE, {"name": "crc32c"}], SPEC)
     encoded = bytearray(pipeline.encode(DATA))
     assert len(encoded) == SPEC.nbytes + 4
     assert pipeline.encoded_size() == SPEC.nbytes + 4
@@ -81,28 +83,28 @@ def test_crc32c_detects_corruption() -> None:
 
 
 def test_corrupt_compressed_chunk_is_a_format_error() -> None:
-    pipeline = CodecPipeline.from_json([BYTES_LE, {"name": "zstd"}], SPEC)
+    pipeline = pipeline_from_json([BYTES_LE, {"name": "zstd"}], SPEC)
     with pytest.raises(ShardFormatError):
         pipeline.decode(b"not zstd at all")
     with pytest.raises(ShardFormatError, match="expected 48"):
-        CodecPipeline.from_json([BYTES_LE], SPEC).decode(b"\0" * 47)
+        pipeline_from_json([BYTES_LE], SPEC).decode(b"\0" * 47)
 
 
 def test_pipeline_structure_errors() -> None:
     with pytest.raises(ValueError, match="exactly one array -> bytes"):
-        CodecPipeline.from_json([], SPEC)
+        pipeline_from_json([], SPEC)
     with pytest.raises(ValueError, match="before array -> bytes"):
-        CodecPipeline.from_json([{"name": "gzip"}, BYTES_LE], SPEC)
+        pipeline_from_json([{"name": "gzip"}, BYTES_LE], SPEC)
     with pytest.raises(ValueError, match="more than one"):
-        CodecPipeline.from_json([BYTES_LE, BYTES_LE], SPEC)
+        pipeline_from_json([BYTES_LE, BYTES_LE], SPEC)
     with pytest.raises(ValueError, match="unsupported codec"):
-        CodecPipeline.from_json([{"name": "nope"}], SPEC)
+        pipeline_from_json([{"name": "nope"}], SPEC)
     with pytest.raises(ValueError, match="permutation"):
-        CodecPipeline.from_json(
+        pipeline_from_json(
             [{"name": "transpose", "configuration": {"order": [0, 0]}}, BYTES_LE], SPEC
         )
     with pytest.raises(ValueError, match="endian is required"):
-        CodecPipeline.from_json([{"name": "bytes"}], SPEC).encode(DATA)
+        pipeline_from_json([{"name": "bytes"}], SPEC).encode(DATA)
 
 
 def test_is_fill() -> None:

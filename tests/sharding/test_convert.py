@@ -24,7 +24,7 @@ from sharding.convert import (
     convert_to_zarr3_sharded,
     default_sharding_spec,
 )
-from sharding.neuroglancer import compressed_morton_bits
+from sharding.morton import compressed_morton_bits
 from sharding.precomputed import PrecomputedVolume
 from sharding.store import DirectoryStore
 

@@ -11,9 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sharding.codecs import ArraySpec
+from sharding.codec_registry import create_sharding_codec, sharding_codec_from_config
+from sharding.codecs.base import ArraySpec
 from sharding.index import MAX_UINT64, IndexCodecs, ShardFormatError, ShardIndex
-from sharding.indexed import IndexCache, ShardingCodec, coalesce_ranges
+from sharding.indexed.codec import ShardingCodec, coalesce_ranges
+from sharding.indexed.index_cache import IndexCache
 from sharding.morton import morton_order
 from sharding.store import CountingStore, MemoryStore
 
@@ -30,7 +32,7 @@ def make_codec(
     **kwargs: Any,
 ) -> ShardingCodec:
     spec = ArraySpec(shard, np.dtype(dtype), np.dtype(dtype).type(fill))
-    return ShardingCodec.create(spec, chunk, codecs or [BYTES], **kwargs)
+    return create_sharding_codec(spec, chunk, codecs or [BYTES], **kwargs)
 
 
 def sample(shape: tuple[int, ...], dtype: str = "uint16", seed: int = 0) -> np.ndarray:
@@ -109,7 +111,7 @@ def test_config_round_trip_and_validation() -> None:
     codec = make_codec(codecs=[BYTES, ZSTD, {"name": "crc32c"}], index_location="start")
     config = codec.to_json()
     assert config["configuration"]["index_location"] == "start"
-    again = ShardingCodec.from_config(config["configuration"], codec.shard_spec)
+    again = sharding_codec_from_config(config["configuration"], codec.shard_spec)
     data = sample((8, 6))
     assert again.encode_shard(data) == codec.encode_shard(data)
     with pytest.raises(ValueError, match="evenly divide"):

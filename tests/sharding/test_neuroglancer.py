@@ -9,18 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sharding.morton import morton_decode as compressed_morton_decode
 from sharding.neuroglancer import (
-    ShardedReader,
     ShardingError,
     ShardingSpec,
     compressed_morton_code,
-    compressed_morton_decode,
     decode_shard,
     encode_shard,
     iter_shards,
     murmurhash3_x86_128_low64,
     write_shards,
 )
+from sharding.neuroglancer_reader import ShardedReader
 from sharding.store import CountingStore, DirectoryStore, MemoryStore
 
 

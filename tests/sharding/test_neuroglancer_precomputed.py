@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sharding.morton import morton_codes
 from sharding.neuroglancer import ShardingError, ShardingSpec
 from sharding.precomputed import (
     PrecomputedError,
@@ -15,7 +16,6 @@ from sharding.precomputed import (
     Scale,
     VolumeInfo,
     make_info,
-    morton_codes,
 )
 from sharding.store import MemoryStore
 

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
-from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
-from zarr_api.storage import get_store
-
-
-def md5(data: bytes) -> str:
-    return hashlib.md5(data).hexdigest()
+from tests.support import seaweedfs as seaweedfs_keys
+from tests.support.api import Actor, create_archive, make_actor
+from tests.support.seaweedfs import SeaweedS3
 
 
 @pytest.fixture
@@ -31,18 +23,26 @@ def s3_storage(settings: Any, moto_server: str, s3_bucket: str) -> Iterator[str]
     yield s3_bucket
 
 
-@dataclass
-class Actor:
-    user: User
-    client: APIClient
+@pytest.fixture
+def local_storage(settings: Any, live_server: Any, tmp_path: Path) -> Iterator[str]:
+    """The local backend, its storage endpoint served by the live test server."""
+    settings.DANDIZARR_STORAGE = "local"
+    settings.DANDIZARR_LOCAL_STORAGE_DIR = tmp_path / "storage"
+    settings.PUBLIC_URL = live_server.url
+    yield live_server.url
 
 
-def make_actor(username: str, *, staff: bool = False) -> Actor:
-    user = User.objects.create_user(username=username, is_staff=staff)
-    token = Token.objects.create(user=user)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return Actor(user, client)
+@pytest.fixture
+def seaweedfs_storage(settings: Any, seaweedfs: SeaweedS3, seaweedfs_bucket: str) -> Iterator[str]:
+    """Point the service at a fresh bucket on SeaweedFS (a real S3: Content-MD5, expiry and
+    signatures enforced)."""
+    settings.DANDIZARR_STORAGE = "s3"
+    settings.DANDIZARR_S3_ENDPOINT_URL = seaweedfs.endpoint_url
+    settings.DANDIZARR_S3_PRESIGN_ENDPOINT_URL = None
+    settings.DANDIZARR_S3_BUCKET = seaweedfs_bucket
+    settings.DANDIZARR_S3_ACCESS_KEY_ID = seaweedfs_keys.ACCESS_KEY
+    settings.DANDIZARR_S3_SECRET_ACCESS_KEY = seaweedfs_keys.SECRET_KEY
+    yield seaweedfs_bucket
 
 
 @pytest.fixture
@@ -69,35 +69,16 @@ def dandiset(owner: Actor) -> str:
 
 @pytest.fixture
 def zarr_id(owner: Actor, dandiset: str, s3_storage: str) -> str:
-    response = owner.client.post(
-        "/api/zarr/", {"name": "a.zarr", "dandiset": dandiset}, format="json"
-    )
-    assert response.status_code == 201, response.content
-    return str(response.json()["zarr_id"])
+    return create_archive(owner, dandiset, "a.zarr", layout="loose")
 
 
-def put(url: str, body: bytes) -> requests.Response:
-    content_md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
-    return requests.put(url, data=body, headers={"Content-MD5": content_md5}, timeout=30)
+# An archive on each backend: the local store (served by the live server) and S3 (moto).
+@pytest.fixture(params=["local", "s3"])
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    request.getfixturevalue({"s3": "s3_storage", "local": "local_storage"}[request.param])
+    yield request.param
 
 
-def upload(
-    client: APIClient, zarr_id: str, files: dict[str, bytes], *, complete: bool = True
-) -> Any:
-    """Start a batch, PUT every file for real, and complete it; returns the complete response."""
-    response = client.post(
-        f"/api/zarr/{zarr_id}/upload/",
-        [{"path": p, "etag": md5(b)} for p, b in files.items()],
-        format="json",
-    )
-    assert response.status_code == 200, response.content
-    for target in response.json():
-        assert put(target["upload_url"], files[target["path"]]).status_code == 200
-    if not complete:
-        return response
-    return client.post(f"/api/zarr/{zarr_id}/upload/complete/")
-
-
-def storage_listing(zarr_id: str) -> dict[str, tuple[int, str]]:
-    prefix = f"zarr/{zarr_id}/"
-    return {i.key[len(prefix) :]: (i.size, i.etag) for i in get_store().list(prefix)}
+@pytest.fixture
+def archive(owner: Actor, dandiset: str, backend: str) -> str:
+    return create_archive(owner, dandiset, "a.zarr", layout="loose")

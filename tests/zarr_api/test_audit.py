@@ -8,18 +8,19 @@ from io import StringIO
 from django.core.management import call_command
 from django.utils import timezone
 
-from tests.zarr_api.conftest import Actor, upload
-from tests.zarr_api.tree_check import assert_tree_matches_storage
-from zarr_api import services, tasks
+from tests.support.api import Actor, upload
+from tests.support.tree_check import assert_tree_matches_storage
+from zarr_api import tasks
+from zarr_api.keys import checksum_key
 from zarr_api.models import Batch, ZarrArchive
+from zarr_api.services.audit import archive_audit
 from zarr_api.storage import get_store
-from zarr_api.tree import checksum_key
 
 
 def test_audit_reports_and_repairs_drift(owner: Actor, zarr_id: str) -> None:
     assert upload(owner.client, zarr_id, {"a/1": b"1", "a/2": b"2", "b/3": b"3"}).status_code == 200
     archive = ZarrArchive.objects.get(zarr_id=zarr_id)
-    report = services.archive_audit(archive)
+    report = archive_audit(archive)
     assert not report.drift
 
     # Drift of the kinds seen in the old design: an object deleted behind the tree's back, one

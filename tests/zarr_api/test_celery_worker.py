@@ -8,13 +8,24 @@ from typing import Any
 
 import pytest
 
-from tests.celery_worker import Worker, needs_redis, tasks_to_worker
-from tests.zarr_api.conftest import Actor, upload
-from tests.zarr_api.tree_check import assert_tree_matches_storage
+from tests.support.api import Actor, create_archive, upload
+from tests.support.celery_worker import (
+    VISIBILITY_TIMEOUT_SECONDS,
+    Worker,
+    needs_redis,
+    tasks_to_worker,
+)
+from tests.support.sharded import (
+    array_files,
+    build_shards,
+    pack_upload,
+    read_file,
+)
+from tests.support.tree_check import assert_tree_matches_storage
 from zarr_api.models import Batch, ZarrArchive
 from zarr_api.storage import get_store
 
-pytestmark = needs_redis
+pytestmark = [needs_redis, pytest.mark.live]  # starts Celery worker processes
 
 
 @pytest.fixture
@@ -77,7 +88,9 @@ def test_worker_killed_mid_update_is_finished_by_redelivery(
         )
         worker.kill()
         assert pending(zarr_id), "the update finished before the kill; nothing was tested"
-        # A new worker gets the unacknowledged message once its visibility timeout passes.
+        # A new worker gets the unacknowledged message once its visibility timeout has passed
+        # (Redis restores it when a worker starts, or at its periodic check): start it after.
+        time.sleep(VISIBILITY_TIMEOUT_SECONDS + 1)
         worker.start()
         wait_for(lambda: not pending(zarr_id), 90, "the killed update was never finished")
     finally:
@@ -103,13 +116,6 @@ def _chunked_array(n: int) -> dict[str, bytes]:
 def test_worker_verifies_and_applies_a_pack_batch(
     owner: Actor, dandiset: str, worker_env: dict[str, str]
 ) -> None:
-    from tests.zarr_api.test_sharded import (
-        array_files,
-        build_shards,
-        create_archive,
-        pack_upload,
-        read_file,
-    )
 
     files = array_files()
     zarr_id = create_archive(owner, dandiset, "s.zarr")
@@ -134,9 +140,8 @@ def test_worker_verifies_and_applies_a_pack_batch(
 def test_pack_killed_mid_way_loses_nothing_and_a_rerun_finishes(
     owner: Actor, zarr_id: str, worker_env: dict[str, str], settings: Any
 ) -> None:
-    from tests.zarr_api.test_sharded import read_file
-    from zarr_api import services
     from zarr_api.models import ShardMember
+    from zarr_api.services.audit import archive_audit
 
     settings.DANDIZARR_BATCH_LIMIT = 500
     files = _chunked_array(20)  # 400 chunks
@@ -183,7 +188,7 @@ def test_pack_killed_mid_way_loses_nothing_and_a_rerun_finishes(
     for path in ["arr/0.0", "arr/7.13", "arr/19.19"]:
         assert read_file(owner, zarr_id, path) == files[path], path
     # At most the shard being written at the kill is left over: the audit removes it.
-    report = services.archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
+    report = archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
     assert report.checksum_after == before["checksum"]
     assert not report.corrupted_members and not report.directories_rewritten
     assert len(report.orphan_shards_deleted) <= 1

@@ -8,10 +8,10 @@ from typing import Any
 
 from django.db import connection
 
-from tests.zarr_api.conftest import Actor, md5, upload
-from tests.zarr_api.tree_check import assert_tree_matches_storage
-from zarr_api import services
+from tests.support.api import Actor, md5, upload
+from tests.support.tree_check import assert_tree_matches_storage
 from zarr_api.models import Batch, BatchFile, ZarrArchive
+from zarr_api.services.tree_updates import tree_update_apply
 from zarr_api.storage import get_store
 
 
@@ -91,7 +91,7 @@ def test_concurrent_tree_updates_of_one_archive_lose_nothing(owner: Actor, zarr_
             body = f"{batch_number}-{i}".encode()
             store.put(archive.storage_prefix + path, body)
             BatchFile.objects.create(batch=batch, path=path, md5=md5(body), size=len(body))
-    results = run_together([lambda: services.archive_propagate(archive.pk) for _ in range(4)])
+    results = run_together([lambda: tree_update_apply(archive.pk) for _ in range(4)])
     assert not [r for r in results if isinstance(r, BaseException)], results
     assert sum(r is not None for r in results) >= 1
     assert not Batch.objects.filter(archive=archive, state="pending").exists()

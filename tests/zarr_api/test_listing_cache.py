@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from checksums import DirectoryListing, FileEntry
-from tests.zarr_api.conftest import Actor, md5, upload
-from tests.zarr_api.tree_check import assert_tree_matches_storage
-from zarr_api import services
+from tests.support.api import Actor, md5, upload
+from tests.support.tree_check import assert_tree_matches_storage
 from zarr_api.models import ZarrArchive
+from zarr_api.services.audit import archive_audit
 from zarr_api.tree import ListingCache, StorageChecksumTree
 
 
@@ -85,7 +85,7 @@ def test_a_tree_update_reads_back_only_what_no_committed_update_of_this_process_
         assert upload(owner.client, zarr_id, {f"d/{i}": str(i).encode()}).status_code == 200
     assert StorageChecksumTree.total_reads == reads
     assert_tree_matches_storage(zarr_id)
-    services.archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
+    archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
     reads = StorageChecksumTree.total_reads
     assert upload(owner.client, zarr_id, {"d/9": b"9"}).status_code == 200
     assert StorageChecksumTree.total_reads > reads

@@ -6,133 +6,31 @@ Everything runs for real: presigned PUTs to moto's server, PostgreSQL, tasks inl
 
 from __future__ import annotations
 
-import io
-import json
 from typing import Any
 
 import pytest
-import requests
 
-from sharding.packing import ShardLayout, build_shard, find_grids, plan_shards
-from tests.zarr_api.conftest import Actor, md5, put, storage_listing, upload
-from tests.zarr_api.tree_check import assert_tree_matches_storage
-from zarr_api import services
+from tests.support.api import (
+    Actor,
+    create_archive,
+    let_upload_urls_expire,
+    md5,
+    storage_listing,
+    upload,
+)
+from tests.support.sharded import (
+    ZARRAY,
+    array_files,
+    build_shards,
+    listing,
+    pack_upload,
+    read_file,
+    upload_sharded,
+)
+from tests.support.tree_check import assert_tree_matches_storage
 from zarr_api.models import Batch, Shard, ShardMember, ZarrArchive
+from zarr_api.services.audit import archive_audit
 from zarr_api.storage import get_store
-
-ZARRAY = json.dumps(
-    {
-        "zarr_format": 2,
-        "shape": [40, 40],
-        "chunks": [4, 4],
-        "dtype": "|u1",
-        "compressor": None,
-        "fill_value": 0,
-        "filters": None,
-        "order": "C",
-    }
-).encode()
-
-
-def array_files() -> dict[str, bytes]:
-    """A zarr v2 array of 10 x 10 chunks of 16 bytes, plus group metadata."""
-    files = {".zgroup": b'{"zarr_format": 2}', "arr/.zarray": ZARRAY, "arr/.zattrs": b"{}"}
-    for i in range(10):
-        for j in range(10):
-            files[f"arr/{i}.{j}"] = bytes((i * 10 + j + k) % 256 for k in range(16))
-    return files
-
-
-def build_shards(
-    files: dict[str, bytes], cps: tuple[int, int] = (5, 5)
-) -> tuple[list[dict[str, Any]], dict[str, bytes], list[str]]:
-    """Pack the array's chunks: (shard declarations, shard bodies by name, loose paths)."""
-    grids = find_grids({"arr/.zarray": ZARRAY})
-    plans, loose = plan_shards([ShardLayout(g, cps) for g in grids], files)
-    declarations, bodies = [], {}
-    for plan in plans:
-        sink = io.BytesIO()
-        built = build_shard(cps, ((m.path, m.slot, files[m.path]) for m in plan.members), sink)
-        bodies[plan.name] = sink.getvalue()
-        declarations.append(
-            {
-                "name": plan.name,
-                "etag": built.md5,
-                "size": built.size,
-                "chunks_per_shard": list(cps),
-                "members": [
-                    {
-                        "path": r.path,
-                        "md5": r.md5,
-                        "size": r.length,
-                        "offset": r.offset,
-                        "slot": r.slot,
-                    }
-                    for r in built.members
-                ],
-            }
-        )
-    return declarations, bodies, loose
-
-
-def create_archive(actor: Actor, dandiset: str, name: str, layout: str = "sharded") -> str:
-    response = actor.client.post(
-        "/api/zarr/", {"name": name, "dandiset": dandiset, "layout": layout}, format="json"
-    )
-    assert response.status_code == 201, response.content
-    assert response.json()["layout"] == layout
-    return str(response.json()["zarr_id"])
-
-
-def pack_upload(
-    actor: Actor,
-    zarr_id: str,
-    declarations: list[dict[str, Any]],
-    bodies: dict[str, bytes],
-    *,
-    complete: bool = True,
-) -> Any:
-    response = actor.client.post(
-        f"/api/zarr/{zarr_id}/upload/", {"shards": declarations}, format="json"
-    )
-    assert response.status_code == 200, response.content
-    body = response.json()
-    assert [s["name"] for s in body["shards"]] == [d["name"] for d in declarations]
-    for target in body["shards"]:
-        assert put(target["upload_url"], bodies[target["name"]]).status_code == 200
-    if not complete:
-        return body
-    return actor.client.post(f"/api/zarr/{zarr_id}/upload/complete/")
-
-
-def upload_sharded(
-    actor: Actor, dandiset: str, files: dict[str, bytes], name: str = "s.zarr"
-) -> str:
-    zarr_id = create_archive(actor, dandiset, name)
-    declarations, bodies, loose = build_shards(files)
-    assert upload(actor.client, zarr_id, {p: files[p] for p in loose}).status_code == 200
-    complete = pack_upload(actor, zarr_id, declarations, bodies)
-    assert complete.status_code == 200, complete.content
-    batch = actor.client.get(f"/api/zarr/{zarr_id}/batches/{complete.json()['batch']}/").json()
-    assert batch["state"] == "applied", batch
-    return zarr_id
-
-
-def read_file(actor: Actor, zarr_id: str, path: str) -> bytes:
-    entry = actor.client.get(f"/api/zarr/{zarr_id}/files/{path}").json()
-    headers = {}
-    if entry["shard"]:
-        start = entry["shard"]["offset"]
-        headers["Range"] = f"bytes={start}-{start + entry['shard']['length'] - 1}"
-    response = requests.get(entry["download_url"], headers=headers, timeout=30)
-    assert response.status_code in (200, 206), response.content
-    return response.content
-
-
-def listing(actor: Actor, zarr_id: str) -> list[tuple[str, int, str]]:
-    response = actor.client.get(f"/api/zarr/{zarr_id}/files/", {"recursive": "true"})
-    assert response.status_code == 200, response.content
-    return [(f["path"], f["size"], f["digest"]) for f in response.json()["results"]]
 
 
 def test_sharded_and_loose_archives_of_the_same_files_are_indistinguishable(
@@ -363,7 +261,7 @@ def test_converting_a_loose_archive_keeps_its_checksum(
     for path in ["arr/0.0", "arr/9.9", "arr/4.5"]:
         assert read_file(owner, zarr_id, path) == files[path]
     assert_tree_matches_storage(zarr_id)
-    report = services.archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
+    report = archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
     assert not report.drift, report
     # A rerun finds nothing left to pack.
     assert owner.client.post(f"/api/zarr/{zarr_id}/pack/").status_code == 202
@@ -382,7 +280,7 @@ def test_audit_catches_a_corrupted_member_and_stray_objects(
     store.put(member.shard.key, bytes(body))
     store.put(f"zarr/{zarr_id}/arr/7.3", files["arr/7.3"])  # a stale loose copy
     store.put(f"zarr_shards/{zarr_id}/arr/stray.shard.abc", b"orphan")
-    report = services.archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
+    report = archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
     assert report.drift
     assert [c["path"] for c in report.corrupted_members] == ["arr/7.2"]
     assert report.corrupted_members[0]["expected"] == md5(files["arr/7.2"])
@@ -390,7 +288,7 @@ def test_audit_catches_a_corrupted_member_and_stray_objects(
     assert report.orphan_shards_deleted == [f"zarr_shards/{zarr_id}/arr/stray.shard.abc"]
     # The tree now says what storage holds, and a second audit finds nothing.
     assert_tree_matches_storage(zarr_id)
-    assert not services.archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id)).drift
+    assert not archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id)).drift
 
 
 def test_frozen_sharded_archive_refuses_changes(
@@ -403,6 +301,7 @@ def test_frozen_sharded_archive_refuses_changes(
         format="json",
     )
     assert response.status_code == 201, response.content
+    let_upload_urls_expire()
     assert (
         owner.client.post(f"/api/dandisets/{dandiset}/versions/draft/publish/").status_code == 201
     )

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from sharding.packing import build_shard
-from tests.zarr_api.conftest import Actor, md5, put, storage_listing
-from tests.zarr_api.tree_check import assert_tree_matches_storage
+from sharding.archive_packing import build_shard
+from tests.support.api import Actor, md5, put, storage_listing
+from tests.support.tree_check import assert_tree_matches_storage
 from zarr_api.models import ShardMember
 
 # No path is a directory prefix of another, so every batch is valid as far as paths go.

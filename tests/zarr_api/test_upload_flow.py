@@ -4,40 +4,36 @@ from __future__ import annotations
 
 import pytest
 
-from checksums import compute_tree
-from tests.zarr_api.conftest import Actor, md5, put, storage_listing, upload
-from tests.zarr_api.tree_check import assert_tree_matches_storage
-
-FILES = {
-    ".zgroup": b'{"zarr_format": 2}',
-    "0/.zarray": b"{}",
-    "0/0.0": b"a" * 100,
-    "0/0.1": b"b" * 50,
-    "1/x/y/z": b"deep",
-    "caf\u00e9": b"non-ascii name",
-}
-
-
-def expected_checksum(files: dict[str, bytes]) -> str:
-    return compute_tree((p, len(b), md5(b)) for p, b in files.items()).digest
+from tests.support.api import (
+    SAMPLE_FILES,
+    Actor,
+    expected_checksum,
+    let_upload_urls_expire,
+    md5,
+    put,
+    storage_listing,
+    upload,
+)
+from tests.support.tree_check import assert_tree_matches_storage
+from zarr_api.models import Batch
 
 
 def test_upload_complete_and_browse(owner: Actor, zarr_id: str) -> None:
-    response = upload(owner.client, zarr_id, FILES)
+    response = upload(owner.client, zarr_id, SAMPLE_FILES)
     assert response.status_code == 200, response.content
     assert response.json()["verified"] is True
 
     archive = owner.client.get(f"/api/zarr/{zarr_id}/").json()
     assert archive["checksum_status"] == "complete"
-    assert archive["checksum"] == expected_checksum(FILES)
-    assert archive["file_count"] == len(FILES)
-    assert archive["size"] == sum(len(b) for b in FILES.values())
+    assert archive["checksum"] == expected_checksum(SAMPLE_FILES)
+    assert archive["file_count"] == len(SAMPLE_FILES)
+    assert archive["size"] == sum(len(b) for b in SAMPLE_FILES.values())
     assert archive["upload_in_progress"] is False
     assert archive["frozen"] is False
     assert archive["s3_path"].endswith(f"zarr/{zarr_id}/")
     assert_tree_matches_storage(zarr_id)
 
-    root = owner.client.get(f"/api/zarr/{zarr_id}/files/").json()
+    root = owner.client.get(f"/api/zarr/{zarr_id}/tree/").json()
     assert root["type"] == "directory"
     assert root["digest"] == archive["checksum"]
     assert [e["name"] for e in root["results"]] == ["0", "1", ".zgroup", "caf\u00e9"]
@@ -232,6 +228,31 @@ def test_permissions(owner: Actor, stranger: Actor, admin_actor: Actor, zarr_id:
     assert admin_actor.client.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
 
 
+def test_a_stranger_is_refused_before_the_body_is_read(
+    owner: Actor, stranger: Actor, zarr_id: str
+) -> None:
+    """403, not 400: who may write is checked before a (possibly huge) body is parsed."""
+    upload_url = f"/api/zarr/{zarr_id}/upload/"
+    malformed = [
+        (upload_url, {"shards": [{"name": "s", "members": "not a list"}]}),  # a pack body
+        (upload_url, [{"path": "/absolute", "etag": "not an md5"}]),  # a loose upload body
+        (upload_url, "not a list"),
+    ]
+    for url, body in malformed:
+        response = stranger.client.post(url, body, format="json")
+        assert response.status_code == 403, (body, response.content)
+        assert "owners" in response.json()["detail"]
+        assert owner.client.post(url, body, format="json").status_code == 400, body
+    # Not even JSON: the body is never read.
+    response = stranger.client.post(upload_url, b"{not json", content_type="application/json")
+    assert response.status_code == 403, response.content
+    response = stranger.client.delete(
+        f"/api/zarr/{zarr_id}/files/", b"{not json", content_type="application/json"
+    )
+    assert response.status_code == 403, response.content
+    assert not Batch.objects.filter(archive__zarr_id=zarr_id).exists()
+
+
 def test_publish_freezes_archive(owner: Actor, dandiset: str, zarr_id: str) -> None:
     assert upload(owner.client, zarr_id, {"a": b"1"}).status_code == 200
     assets = f"/api/dandisets/{dandiset}/versions/draft/assets/"
@@ -243,6 +264,10 @@ def test_publish_freezes_archive(owner: Actor, dandiset: str, zarr_id: str) -> N
     response = owner.client.post(assets, {"path": "y", "blob_id": "abc"}, format="json")
     assert response.status_code == 400 and "blob_id" in response.json()["detail"]
 
+    response = owner.client.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
+    assert response.status_code == 409, response.content
+    assert "upload URLs" in response.json()["detail"]
+    let_upload_urls_expire()
     response = owner.client.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
     assert response.status_code == 201, response.content
     version = response.json()["version"]
@@ -260,9 +285,10 @@ def test_publish_freezes_archive(owner: Actor, dandiset: str, zarr_id: str) -> N
 
     # Draft metadata stays editable; the published version is read-only.
     response = owner.client.put(f"{assets}{asset_id}/", {"metadata": {"k": 2}}, format="json")
-    assert response.status_code == 200 and response.json()["metadata"] == {"k": 2}
+    # (the server adds what it knows: path, encodingFormat, identifier, size, zarr checksum)
+    assert response.status_code == 200 and response.json()["metadata"]["k"] == 2
     published = owner.client.get(f"/api/dandisets/{dandiset}/versions/{version}/assets/").json()
-    assert published["results"][0]["metadata"] == {"k": 1}
+    assert published["results"][0]["metadata"]["k"] == 1
 
 
 def test_unknown_or_malformed_archive_ids_are_404(

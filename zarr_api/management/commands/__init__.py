@@ -1,0 +1,1 @@
+"""``manage.py`` commands: bootstrap_admin, audit_zarr."""

@@ -6,9 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from zarr_api import services
 from zarr_api.exceptions import DomainError
 from zarr_api.models import ZarrArchive
+from zarr_api.services.audit import archive_audit
 
 
 class Command(BaseCommand):
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         drifted = 0
         for archive in archives:
             try:
-                report = services.archive_audit(archive)
+                report = archive_audit(archive)
             except DomainError as error:
                 self.stderr.write(f"{archive.zarr_id}: skipped: {error.message}")
                 continue

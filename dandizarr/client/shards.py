@@ -1,0 +1,333 @@
+"""Shards of an upload with ``pack`` (docs/sharded.md): which local files are chunk files, the
+shards they go into, and building those shards into pack batches (producer thread).
+
+The chunk files of the arrays (found from the local ``.zarray`` / ``zarr.json``) are held back
+while hashing; once hashing is done they are planned into shards
+(``sharding.archive_packing``), each shard is built locally (member files read again and
+checked against their md5) and the shards are grouped into ``PackBatch``es for
+``dandizarr.client.pack_batches`` to send.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import math
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from dandizarr.client.errors import ClientError
+from dandizarr.client.models import ServiceInfo
+from dandizarr.client.progress import Progress
+from dandizarr.client.results import UploadResult
+from dandizarr.client.upload_types import LocalFile, UploadOptions
+from sharding.archive_packing import (
+    METADATA_NAMES,
+    MemberRecord,
+    PackingError,
+    ShardLayout,
+    ShardPlan,
+    build_shard,
+    default_chunks_per_shard,
+    find_grids,
+    plan_shards,
+)
+
+# Members per pack batch when the service does not say (older services have no pack batches).
+DEFAULT_PACK_MEMBER_LIMIT = 100_000
+# Pack batches built ahead of the one being uploaded (each up to ``max_batch_bytes``).
+PACK_BATCHES_AHEAD = 1
+# Shards up to this size are built in memory, larger ones in a temporary directory (so at most
+# two pack batches' worth of temporary disk, and little memory, is used).
+SHARD_IN_MEMORY = 1 << 20
+
+
+@dataclass
+class PreparedShard:
+    """A shard built locally: in memory (``data``) or in a temporary file (``file``)."""
+
+    name: str
+    size: int
+    md5: str
+    members: tuple[MemberRecord, ...]
+    entries: tuple[LocalFile, ...]  # the member files, as hashed
+    data: bytes | None = None
+    file: Path | None = None
+    chunks_per_shard: tuple[int, ...] | None = None  # the shape of the shard's index
+
+    @property
+    def member_bytes(self) -> int:
+        return sum(e.size for e in self.entries)
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        assert self.file is not None
+        return self.file.read_bytes()
+
+    def write(self, data: bytes) -> None:
+        """Replace the shard's bytes (tests use it to corrupt a member); md5 and size follow."""
+        if self.file is not None and self.data is None:
+            self.file.write_bytes(data)
+        else:
+            self.data = bytes(data)
+        self.size = len(data)
+        self.md5 = hashlib.md5(data).hexdigest()
+
+    def body(self) -> bytes | BinaryIO:
+        if self.data is not None:
+            return self.data
+        assert self.file is not None
+        return self.file.open("rb")
+
+    def discard(self) -> None:
+        self.data = None
+        if self.file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.file.unlink()
+
+    def request_json(self) -> dict[str, Any]:
+        """The shard as a pack batch declares it (docs/sharded.md)."""
+        declared: dict[str, Any] = {"name": self.name, "etag": self.md5, "size": self.size}
+        if self.chunks_per_shard is not None:
+            declared["chunks_per_shard"] = list(self.chunks_per_shard)
+        return {
+            **declared,
+            "members": [
+                {
+                    "path": m.path,
+                    "md5": m.md5,
+                    "size": m.length,
+                    "offset": m.offset,
+                    "slot": m.slot,
+                }
+                for m in self.members
+            ],
+        }
+
+
+@dataclass
+class PackBatch:
+    """Shards to send in one pack batch, built by the producer thread."""
+
+    shards: list[PreparedShard]
+
+    @property
+    def member_count(self) -> int:
+        return sum(len(s.members) for s in self.shards)
+
+    def discard(self) -> None:
+        for shard in self.shards:
+            shard.discard()
+
+
+def fit_chunks_per_shard(chunks_per_shard: Sequence[int], limit: int) -> tuple[int, ...]:
+    """Shrink a shard shape (first dimensions first: shards grow from the last) until a shard
+    has at most ``limit`` slots, so one shard always fits in a pack batch."""
+    cps = [int(n) for n in chunks_per_shard]
+    while len(cps) and math.prod(cps) > max(1, limit):
+        d = next(i for i, n in enumerate(cps) if n > 1)
+        cps[d] = max(1, min(cps[d] // 2, cps[d] - 1))
+    return tuple(cps)
+
+
+def _estimated_size(plan: ShardPlan, by_path: dict[str, LocalFile]) -> int:
+    """A shard's bytes: its members and its index (16 bytes a slot, 4 of checksum)."""
+    return sum(by_path[m.path].size for m in plan.members) + 16 * plan.layout.slots() + 4
+
+
+class ShardBuilder:
+    """Plans and builds the shards of one upload.
+
+    ``plan_layouts`` before hashing starts (main thread); then, on the producer thread,
+    ``is_chunk`` for each hashed file, ``plan_shards`` for the held-back chunk files and
+    ``build_batches``; ``release_slot`` (main thread) once a pack batch is sent; ``cleanup``
+    at the end. ``stop`` is the upload's "give up" signal.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        options: UploadOptions,
+        result: UploadResult,
+        progress: Progress,
+        stop: threading.Event,
+        *,
+        jobs: int,
+    ) -> None:
+        self.root = root
+        self.options = options
+        self.result = result
+        self.progress = progress
+        self.stop = stop
+        self.jobs = jobs
+        self.layouts: list[ShardLayout] = []
+        self.scratch: Path | None = None  # where shards above SHARD_IN_MEMORY are built
+        # Called with each shard once built, before its batch starts (tests corrupt members).
+        self.after_build: Callable[[PreparedShard], None] | None = None
+        self._by_array: dict[str, list[ShardLayout]] = {}
+        # Bounded look-ahead: a pack batch is built only when a slot is free.
+        self._slots = threading.Semaphore(PACK_BATCHES_AHEAD + 1)
+        self._changed_lock = threading.Lock()
+
+    def cleanup(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # --- planning ----------------------------------------------------------------------------
+
+    def plan_layouts(self, paths: Sequence[str], info: ServiceInfo) -> None:
+        """The shard layout of every array found in the local metadata files."""
+        member_limit = info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
+        metadata = {}
+        for path in paths:
+            if path.rpartition("/")[2] in METADATA_NAMES:
+                try:
+                    metadata[path] = (self.root / path).read_bytes()
+                except OSError as error:
+                    raise ClientError(f"cannot read {path}: {error}") from error
+        try:
+            grids = find_grids(metadata)
+        except PackingError as error:
+            raise ClientError(f"cannot pack: {error}") from None
+        target = self.options.shard_target_bytes
+        self.layouts = [
+            ShardLayout(
+                grid,
+                fit_chunks_per_shard(
+                    default_chunks_per_shard(grid, target)
+                    if target
+                    else default_chunks_per_shard(grid),
+                    member_limit,
+                ),
+            )
+            for grid in grids
+        ]
+        self._by_array = {}
+        for layout in self.layouts:
+            self._by_array.setdefault(layout.grid.array_path, []).append(layout)
+        if not self.layouts:
+            self.progress.message("no zarr arrays found: every file is uploaded loose")
+        else:
+            self.scratch = Path(tempfile.mkdtemp(prefix="dandizarr-shards-"))
+
+    def is_chunk(self, path: str) -> bool:
+        """Whether a path is a chunk file of one of the arrays (so it goes into a shard)."""
+        parts = path.split("/")
+        for i in range(len(parts)):
+            for layout in self._by_array.get("/".join(parts[:i]), ()):
+                if layout.grid.chunk_coords(path) is not None:
+                    return True
+        return False
+
+    def plan_shards(self, paths: Iterable[str]) -> tuple[list[ShardPlan], list[str]]:
+        """The shards these chunk files go into, and the files that fit no shard (loose)."""
+        return plan_shards(self.layouts, paths)
+
+    # --- building (producer thread) ----------------------------------------------------------
+
+    def build_batches(
+        self,
+        plans: Sequence[ShardPlan],
+        by_path: dict[str, LocalFile],
+        info: ServiceInfo,
+        put: Callable[[PackBatch], bool],
+    ) -> bool:
+        """Build the shards, batch by batch (bounded look-ahead), and hand each batch to
+        ``put``; False when the upload stopped first (or ``put`` refused)."""
+        shard_limit = info.batch_limit
+        member_limit = info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
+        groups: list[list[ShardPlan]] = []
+        members = nbytes = 0
+        for plan in plans:
+            size = _estimated_size(plan, by_path)
+            if groups and (
+                len(groups[-1]) < shard_limit
+                and members + len(plan.members) <= member_limit
+                and nbytes + size <= self.options.max_batch_bytes
+            ):
+                groups[-1].append(plan)
+                members += len(plan.members)
+                nbytes += size
+            else:
+                groups.append([plan])
+                members, nbytes = len(plan.members), size
+        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="dandizarr-pack") as pool:
+            for group in groups:
+                while not self._slots.acquire(timeout=0.2):
+                    if self.stop.is_set():
+                        return False
+                if self.stop.is_set():
+                    return False
+                built = [
+                    shard
+                    for shard in pool.map(lambda plan: self._build_shard(plan, by_path), group)
+                    if shard is not None
+                ]
+                if not built:
+                    self._slots.release()
+                    continue
+                if not put(PackBatch(built)):
+                    for shard in built:
+                        shard.discard()
+                    return False
+        return True
+
+    def release_slot(self) -> None:
+        """A pack batch was sent (or given up): the next one may be built."""
+        self._slots.release()
+
+    def _build_shard(self, plan: ShardPlan, by_path: dict[str, LocalFile]) -> PreparedShard | None:
+        """Build one shard from the member files on disk; a file that no longer has the md5 it
+        was hashed with is left out and reported (as a loose upload does)."""
+        if self.stop.is_set():
+            return None
+        entries = [by_path[m.path] for m in plan.members]
+        slots = {m.path: m.slot for m in plan.members}
+        included: list[LocalFile] = []
+
+        def members() -> Iterator[tuple[str, int | None, bytes]]:
+            for entry in entries:
+                try:
+                    data = (self.root / entry.path).read_bytes()
+                except FileNotFoundError:
+                    self._report_changed(entry, "deleted")
+                    continue
+                if len(data) != entry.size or hashlib.md5(data).hexdigest() != entry.md5:
+                    self._report_changed(entry, "content differs from its hash")
+                    continue
+                included.append(entry)
+                yield entry.path, slots[entry.path], data
+
+        cps = plan.layout.chunks_per_shard
+        if _estimated_size(plan, by_path) <= SHARD_IN_MEMORY or self.scratch is None:
+            sink = io.BytesIO()
+            built = build_shard(cps, members(), sink)
+            shard = PreparedShard(
+                plan.name, built.size, built.md5, built.members, (), data=sink.getvalue()
+            )
+        else:
+            target = self.scratch / f"{hashlib.sha1(plan.name.encode()).hexdigest()}.shard"
+            with target.open("wb") as file:
+                built = build_shard(cps, members(), file)
+            shard = PreparedShard(plan.name, built.size, built.md5, built.members, (), file=target)
+        shard.entries = tuple(included)
+        shard.chunks_per_shard = tuple(cps)
+        if not included:
+            shard.discard()
+            return None
+        if self.after_build is not None:
+            self.after_build(shard)
+        return shard
+
+    def _report_changed(self, entry: LocalFile, why: str) -> None:
+        with self._changed_lock:
+            self.result.changed_files.append(entry.path)
+        self.progress.message(f"{entry.path} changed on disk after it was hashed ({why}); not sent")

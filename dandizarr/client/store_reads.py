@@ -1,0 +1,146 @@
+"""How ``ArchiveStore`` reads an archive: what it caches of a file (``FileEntry``) and of a
+directory (``DirectoryListing``), and the reads from storage of a file, or of a file packed in
+a shard, whole or a byte range of it, each checked against what the service recorded."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import requests
+from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+
+from dandizarr.client.errors import ClientError
+
+
+@dataclass
+class FileEntry:
+    """What the store knows about one file: from a listing (no URL yet) or its file entry."""
+
+    size: int
+    digest: str
+    url: str | None = None
+    # For a packed file: where its bytes start in the shard object ``url`` points at.
+    shard_offset: int | None = None
+
+
+@dataclass
+class DirectoryListing:
+    """One directory's listing: its files and the names of its subdirectories."""
+
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    directories: set[str] = field(default_factory=set)
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``("a/b", "c")`` for ``"a/b/c"``; ``("", "c")`` for ``"c"``."""
+    directory, _, name = key.rpartition("/")
+    return directory, name
+
+
+def range_header(byte_range: ByteRequest | None, size: int) -> tuple[str | None, slice]:
+    """The ``Range`` header for ``byte_range`` of a ``size``-byte file (None: the whole file),
+    and the slice of the whole file it stands for (to cut a 200 answer to size)."""
+    if byte_range is None:
+        return None, slice(None)
+    if isinstance(byte_range, RangeByteRequest):
+        if byte_range.start < 0 or byte_range.end < byte_range.start:
+            raise ValueError(f"invalid byte range {byte_range}")
+        return f"bytes={byte_range.start}-{byte_range.end - 1}", slice(
+            byte_range.start, byte_range.end
+        )
+    if isinstance(byte_range, OffsetByteRequest):
+        if byte_range.offset < 0:
+            raise ValueError(f"invalid byte range {byte_range}")
+        return f"bytes={byte_range.offset}-", slice(byte_range.offset, None)
+    if isinstance(byte_range, SuffixByteRequest):
+        if byte_range.suffix < 0:
+            raise ValueError(f"invalid byte range {byte_range}")
+        return f"bytes=-{byte_range.suffix}", slice(max(0, size - byte_range.suffix), None)
+    raise TypeError(f"unexpected byte range {byte_range!r}")
+
+
+class StaleEntry(Exception):
+    """The cached entry no longer matches storage (expired URL, changed or vanished file)."""
+
+
+@dataclass
+class StorageReads:
+    """Reads from storage for one archive's store; each raises StaleEntry when storage does not
+    match the entry (expired URL, changed or vanished file). ``count`` is called for each
+    storage request."""
+
+    storage: requests.Session
+    timeout: float
+    zarr_id: str
+    count: Callable[[], None]
+
+    def file(self, entry: FileEntry, byte_range: ByteRequest | None) -> bytes:
+        """A file's bytes (or part of them) from its download URL."""
+        if entry.shard_offset is not None:
+            return self.member(entry, byte_range)
+        header, wanted = range_header(byte_range, entry.size)
+        start, stop, _ = wanted.indices(entry.size)
+        if stop <= start:  # nothing to fetch (an empty file, or a range past its end)
+            return b""
+        assert entry.url is not None
+        self.count()
+        try:
+            response = self.storage.get(
+                entry.url,
+                headers={"Range": header} if header else None,
+                timeout=self.timeout,
+            )
+        except requests.RequestException as error:
+            raise ClientError(f"cannot read from storage: {error}") from error
+        if response.status_code in (403, 404):
+            raise StaleEntry()
+        if response.status_code == 416:
+            raise StaleEntry()  # we believed the range to be inside the file
+        if response.status_code == 206:
+            data = response.content
+            if len(data) != stop - start:
+                raise StaleEntry()
+            return data
+        if response.status_code == 200:
+            data = response.content
+            if len(data) != entry.size:
+                raise StaleEntry()
+            if header is None and hashlib.md5(data).hexdigest() != entry.digest:
+                raise StaleEntry()
+            return data[wanted]
+        raise ClientError(
+            f"storage answered HTTP {response.status_code} for a file of archive {self.zarr_id}"
+        )
+
+    def member(self, entry: FileEntry, byte_range: ByteRequest | None) -> bytes:
+        """A packed file's bytes (or part of them): one range request on its shard."""
+        assert entry.url is not None and entry.shard_offset is not None
+        start, stop, _ = range_header(byte_range, entry.size)[1].indices(entry.size)
+        if stop <= start:
+            return b""
+        first, last = entry.shard_offset + start, entry.shard_offset + stop - 1
+        self.count()
+        try:
+            response = self.storage.get(
+                entry.url, headers={"Range": f"bytes={first}-{last}"}, timeout=self.timeout
+            )
+        except requests.RequestException as error:
+            raise ClientError(f"cannot read from storage: {error}") from error
+        if response.status_code in (403, 404, 416):
+            raise StaleEntry()
+        if response.status_code == 206:
+            data = response.content
+        elif response.status_code == 200:  # storage ignored the range: the whole shard
+            data = response.content[first : last + 1]
+        else:
+            raise ClientError(
+                f"storage answered HTTP {response.status_code} for a shard of archive "
+                f"{self.zarr_id}"
+            )
+        if len(data) != stop - start:
+            raise StaleEntry()
+        if byte_range is None and hashlib.md5(data).hexdigest() != entry.digest:
+            raise StaleEntry()
+        return data

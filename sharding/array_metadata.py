@@ -1,0 +1,224 @@
+"""Zarr v3 array metadata (``zarr.json``): data types, chunk key encodings, fill values.
+
+Pure JSON and numpy: no codecs, so whatever reads array metadata or names chunk keys (the
+array, the archive packing) needs nothing more.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "CANONICAL_INT",
+    "DATA_TYPES",
+    "ArrayMetadata",
+    "ChunkKeyEncoding",
+    "fill_value_json",
+    "parse_fill_value",
+]
+
+DATA_TYPES: dict[str, np.dtype[Any]] = {
+    name: np.dtype(name)
+    for name in (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
+}
+
+# A chunk coordinate as chunk keys spell it: decimal, no sign, no leading zeros. Parsers accept
+# only this form, so one chunk has one key ("01" or "+1" would be a second name for chunk 1).
+CANONICAL_INT = re.compile(r"0|[1-9][0-9]*")
+
+
+@dataclass(frozen=True)
+class ChunkKeyEncoding:
+    kind: Literal["default", "v2"] = "default"
+    separator: Literal["/", "."] = "/"
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any] | str) -> ChunkKeyEncoding:
+        if isinstance(value, str):
+            value = {"name": value}
+        name = value.get("name")
+        config = value.get("configuration") or {}
+        if name not in ("default", "v2"):
+            raise ValueError(f"unsupported chunk_key_encoding {name!r}")
+        separator = config.get("separator", "/" if name == "default" else ".")
+        if separator not in ("/", "."):
+            raise ValueError(f"invalid chunk key separator {separator!r}")
+        return cls(name, separator)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.kind, "configuration": {"separator": self.separator}}
+
+    def key(self, coords: Sequence[int]) -> str:
+        if self.kind == "default":
+            return self.separator.join(["c", *(str(int(c)) for c in coords)])
+        return self.separator.join(str(int(c)) for c in coords) if coords else "0"
+
+
+def _parse_float(value: Any, dtype: np.dtype[Any]) -> float:
+    if isinstance(value, str):
+        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+        if value in special:
+            return special[value]
+        if value.startswith("0x"):
+            raw = bytes.fromhex(value[2:])
+            return float(np.frombuffer(raw, dtype=dtype.newbyteorder(">"))[0])
+        raise ValueError(f"invalid float fill_value {value!r}")
+    return float(value)
+
+
+def parse_fill_value(value: Any, dtype: np.dtype[Any]) -> Any:
+    """The fill value from JSON as a numpy scalar of ``dtype``."""
+    if value is None:
+        raise ValueError("fill_value is required in Zarr v3 metadata")
+    if dtype.kind == "b":
+        if not isinstance(value, bool):
+            raise ValueError(f"invalid bool fill_value {value!r}")
+        return np.bool_(value)
+    if dtype.kind in "iu":
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+            raise ValueError(f"invalid integer fill_value {value!r}")
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:
+            raise ValueError(f"fill_value {value} out of range for {dtype}")
+        return dtype.type(int(value))
+    if dtype.kind == "f":
+        return dtype.type(_parse_float(value, dtype))
+    if dtype.kind == "c":
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise ValueError(f"invalid complex fill_value {value!r}")
+        part = np.dtype(f"f{dtype.itemsize // 2}")
+        return dtype.type(complex(_parse_float(value[0], part), _parse_float(value[1], part)))
+    raise ValueError(f"unsupported data type {dtype}")
+
+
+def _float_json(x: float) -> Any:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return float(x)
+
+
+def fill_value_json(value: Any, dtype: np.dtype[Any]) -> Any:
+    if dtype.kind == "b":
+        return bool(value)
+    if dtype.kind in "iu":
+        return int(value)
+    if dtype.kind == "f":
+        if math.isnan(value):
+            # Keep NaN payloads exact: any NaN other than the canonical one goes as hex.
+            canonical = np.array(np.nan, dtype=dtype).tobytes()
+            raw = np.array(value, dtype=dtype).tobytes()
+            if raw != canonical:
+                return "0x" + np.array(value, dtype=dtype.newbyteorder(">")).tobytes().hex()
+        return _float_json(float(value))
+    if dtype.kind == "c":
+        return [_float_json(float(value.real)), _float_json(float(value.imag))]
+    raise ValueError(f"unsupported data type {dtype}")
+
+
+@dataclass
+class ArrayMetadata:
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    chunk_shape: tuple[int, ...]
+    fill_value: Any
+    codecs: list[dict[str, Any]]
+    chunk_key_encoding: ChunkKeyEncoding = field(default_factory=ChunkKeyEncoding)
+    attributes: dict[str, Any] = field(default_factory=dict)
+    dimension_names: list[str | None] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.chunk_shape) != len(self.shape):
+            raise ValueError(f"chunk shape {self.chunk_shape} does not match shape {self.shape}")
+        if any(c <= 0 for c in self.chunk_shape) or any(s < 0 for s in self.shape):
+            raise ValueError("chunk sizes must be positive and the shape non-negative")
+
+    @property
+    def data_type(self) -> str:
+        return str(self.dtype)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ArrayMetadata:
+        if doc.get("zarr_format") != 3 or doc.get("node_type") != "array":
+            raise ValueError("not a Zarr v3 array (zarr_format 3, node_type array)")
+        data_type = doc["data_type"]
+        if not isinstance(data_type, str) or data_type not in DATA_TYPES:
+            raise ValueError(f"unsupported data_type {data_type!r}")
+        dtype = DATA_TYPES[data_type]
+        grid = doc["chunk_grid"]
+        if grid.get("name") != "regular":
+            raise ValueError(f"unsupported chunk grid {grid.get('name')!r}")
+        if doc.get("storage_transformers"):
+            raise ValueError("storage transformers are not supported here")
+        for name, value in doc.items():
+            optional = isinstance(value, Mapping) and value.get("must_understand") is False
+            if name not in _KNOWN_FIELDS and not optional:
+                raise ValueError(f"unsupported metadata field {name!r}")
+        return cls(
+            shape=tuple(int(n) for n in doc["shape"]),
+            dtype=dtype,
+            chunk_shape=tuple(int(n) for n in grid["configuration"]["chunk_shape"]),
+            fill_value=parse_fill_value(doc.get("fill_value"), dtype),
+            codecs=[dict(c) if isinstance(c, Mapping) else {"name": c} for c in doc["codecs"]],
+            chunk_key_encoding=ChunkKeyEncoding.from_json(
+                doc.get("chunk_key_encoding") or {"name": "default"}
+            ),
+            attributes=dict(doc.get("attributes") or {}),
+            dimension_names=doc.get("dimension_names"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "zarr_format": 3,
+            "node_type": "array",
+            "shape": list(self.shape),
+            "data_type": self.data_type,
+            "chunk_grid": {
+                "name": "regular",
+                "configuration": {"chunk_shape": list(self.chunk_shape)},
+            },
+            "chunk_key_encoding": self.chunk_key_encoding.to_json(),
+            "fill_value": fill_value_json(self.fill_value, self.dtype),
+            "codecs": self.codecs,
+            "attributes": self.attributes,
+        }
+        if self.dimension_names is not None:
+            doc["dimension_names"] = self.dimension_names
+        return doc
+
+
+_KNOWN_FIELDS = {
+    "zarr_format",
+    "node_type",
+    "shape",
+    "data_type",
+    "chunk_grid",
+    "chunk_key_encoding",
+    "fill_value",
+    "codecs",
+    "attributes",
+    "dimension_names",
+    "storage_transformers",
+}

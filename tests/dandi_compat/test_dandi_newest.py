@@ -1,0 +1,106 @@
+"""The newest dandi CLI (0.81), unmodified, uploads Zarr v2 and v3 archives into a dandiset
+(POST files/, DELETE files/, finalize/), re-uploads after changes, and downloads them back with
+exact checksums; on SeaweedFS (md5-bound URLs enforced) and on the local backend."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support.dandi import (
+    DANDI_NEWEST,
+    DandiService,
+    tree_of,
+    zarr_checksum_of,
+)
+from tests.support.dandi_trees import modify, zarr_v2, zarr_v3
+
+pytestmark = pytest.mark.live  # runs the real dandi CLI against a live service
+
+
+def _api_key_env(service: DandiService) -> dict[str, str]:
+    # The newest dandi names a URL instance by its API host:port and reads {NAME}_API_KEY.
+    netloc = urlsplit(service.url).netloc
+    return {f"{netloc.upper()}_API_KEY": service.token, "DANDI_API_KEY": service.token}
+
+
+def _download(service: DandiService, into: Path) -> Path:
+    url = f"{service.url}/api/dandisets/{service.dandiset}/versions/draft/"
+    service.dandi(DANDI_NEWEST, ["download", url, "-o", str(into)], cwd=into.parent)
+    return into / service.dandiset
+
+
+def _upload(service: DandiService, dandiset_dir: Path) -> None:
+    service.dandi(
+        DANDI_NEWEST, ["upload", "-i", service.url], cwd=dandiset_dir, **_api_key_env(service)
+    )
+
+
+def _check(service: DandiService, local: Path, asset_path: str) -> str:
+    asset = service.assets()[asset_path]
+    archive = service.archive(asset["zarr"])
+    expected = zarr_checksum_of(local)
+    assert archive["status"] == "Complete"
+    assert archive["checksum"] == expected
+    metadata = service.api(
+        "GET", f"/api/dandisets/{service.dandiset}/versions/draft/assets/{asset['asset_id']}/"
+    ).json()
+    assert metadata["digest"]["dandi:dandi-zarr-checksum"] == expected
+    assert metadata["contentSize"] == sum(p.stat().st_size for p in local.rglob("*") if p.is_file())
+    return expected
+
+
+def test_newest_dandi_uploads_and_downloads(dandi_service: DandiService, tmp_path: Path) -> None:
+    service = dandi_service
+    first = tmp_path / "first"
+    first.mkdir()
+    dandiset_dir = _download(service, first)
+    assert (dandiset_dir / "dandiset.yaml").exists()
+    zarr_v2(dandiset_dir / "v2.zarr")
+    zarr_v3(dandiset_dir / "v3.zarr")
+    _upload(service, dandiset_dir)
+    _check(service, dandiset_dir / "v2.zarr", "v2.zarr")
+    _check(service, dandiset_dir / "v3.zarr", "v3.zarr")
+
+    modify(dandiset_dir / "v2.zarr", changed="arr/0.0", added="grüße/sub/vals/2", removed="arr/1.0")
+    modify(dandiset_dir / "v3.zarr", changed="x/c/0", added="déjà/y/c/1", removed="x/c/1")
+    _upload(service, dandiset_dir)
+    checksums = {
+        name: _check(service, dandiset_dir / name, name) for name in ("v2.zarr", "v3.zarr")
+    }
+
+    second = tmp_path / "second"
+    second.mkdir()
+    fresh = _download(service, second)
+    for name, checksum in checksums.items():
+        assert tree_of(fresh / name) == tree_of(dandiset_dir / name)
+        assert zarr_checksum_of(fresh / name) == checksum
+    shutil.rmtree(second)
+
+
+def test_newest_dandi_downloads_a_sharded_archive(
+    dandi_service: DandiService, tmp_path: Path
+) -> None:
+    from dandizarr.client import DandizarrClient
+
+    service = dandi_service
+    source = tmp_path / "packed.zarr"
+    zarr_v2(source)
+    with DandizarrClient(service.url, service.token) as client:
+        result = client.upload(source, dandiset=service.dandiset, name="packed.zarr", pack=True)
+    archive = service.archive(result.zarr_id)
+    assert archive["layout"] == "sharded" and archive["shard_count"] > 0
+    response = service.api(
+        "POST",
+        f"/api/dandisets/{service.dandiset}/versions/draft/assets/",
+        json={"metadata": {"path": "packed.zarr"}, "zarr_id": result.zarr_id},
+    )
+    assert response.status_code == 201, response.text
+
+    (tmp_path / "download").mkdir()
+    fresh = _download(service, tmp_path / "download")
+    assert tree_of(fresh / "packed.zarr") == tree_of(source)
+    assert zarr_checksum_of(fresh / "packed.zarr") == archive["checksum"]

@@ -1,0 +1,1 @@
+"""Helpers the tests share: servers they start (SeaweedFS), and fixtures' building blocks."""

@@ -1,0 +1,93 @@
+"""Processes the tests and benchmarks start: ``dandizarr serve`` on a free port, and waiting for
+a server to answer."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(url: str, process: subprocess.Popen[bytes], what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {process.returncode}")
+        try:
+            requests.get(url, timeout=2)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not answer at {url} within {timeout:.0f} s")
+
+
+@contextmanager
+def serve_process(data_dir: Path, **env: str) -> Iterator[tuple[str, str]]:
+    """``dandizarr serve`` as a process on a free port, with its own data directory and no
+    database or broker of the caller's; yields its URL and admin token, stopped on the way out.
+    ``env`` adds settings (``DANDIZARR_STORAGE``, ``DANDIZARR_BATCH_LIMIT``, ...)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dandizarr.cli", "serve"],
+        env={
+            **{
+                key: value
+                for key, value in os.environ.items()
+                # serve keeps its own secret key in its data directory
+                if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DANDIZARR_SECRET_KEY"}
+            },
+            "DANDIZARR_DATA_DIR": str(data_dir),
+            "DANDIZARR_PORT": str(port),
+            "DANDIZARR_LOG_LEVEL": "WARNING",
+            **env,
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(url + "/api/info/", process, "dandizarr serve")
+        yield url, (data_dir / "admin-token").read_text().strip()
+    finally:
+        stop_process(process)
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Ask a server process to stop (SIGTERM), and kill it if it has not within 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def celery_worker_command(*extra: str, loglevel: str = "INFO") -> list[str]:
+    """A Celery worker of the project, one task at a time (``--pool=solo``), without the
+    cluster chatter (heartbeats, gossip, mingle) that only slows a test's start."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "dandizarr.celery",
+        "worker",
+        "--pool=solo",
+        f"--loglevel={loglevel}",
+        "--without-heartbeat",
+        "--without-gossip",
+        "--without-mingle",
+        *extra,
+    ]

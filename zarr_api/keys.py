@@ -1,0 +1,53 @@
+"""Where an archive lives in the bucket: the one home of the storage key layout.
+
+``zarr/{zarr_id}/{path}`` holds each loose file, ``zarr_checksums/{zarr_id}/{dir}/.checksum``
+each directory's listing, ``zarr_shards/{zarr_id}/{name}`` each shard object of a sharded
+archive (docs/sharded.md).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+CHECKSUM_FILE_NAME = ".checksum"
+FILES_ROOT = "zarr/"
+SHARDS_ROOT = "zarr_shards/"
+
+
+def files_prefix(zarr_id: uuid.UUID | str) -> str:
+    return f"{FILES_ROOT}{zarr_id}/"
+
+
+def checksums_prefix(zarr_id: uuid.UUID | str) -> str:
+    return f"zarr_checksums/{zarr_id}/"
+
+
+def shards_prefix(zarr_id: uuid.UUID | str) -> str:
+    return f"{SHARDS_ROOT}{zarr_id}/"
+
+
+def file_key(zarr_id: uuid.UUID | str, path: str) -> str:
+    return files_prefix(zarr_id) + path
+
+
+def checksum_key(zarr_id: uuid.UUID | str, directory: str) -> str:
+    """The key of ``directory``'s ``.checksum`` listing ("" = the root)."""
+    directory = directory.strip("/")
+    return f"{checksums_prefix(zarr_id)}{directory + '/' if directory else ''}{CHECKSUM_FILE_NAME}"
+
+
+def new_shard_key(zarr_id: uuid.UUID | str, name: str) -> str:
+    """A fresh key for a shard object named ``name``: shard objects are never overwritten, so
+    a reader holding a member's location never reads another object's bytes."""
+    return f"{shards_prefix(zarr_id)}{name}.{uuid.uuid4().hex[:12]}"
+
+
+def split_upload_key(key: str) -> tuple[str, str, str] | None:
+    """``("file" | "shard", zarr_id, rest)`` for a key clients may upload to (a loose file's
+    or a shard object's), else None (``.checksum`` files and anything else)."""
+    for kind, prefix in (("file", FILES_ROOT), ("shard", SHARDS_ROOT)):
+        if key.startswith(prefix):
+            zarr_id, _, rest = key[len(prefix) :].partition("/")
+            if zarr_id and rest:
+                return kind, zarr_id, rest
+    return None

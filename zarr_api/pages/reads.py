@@ -1,0 +1,116 @@
+"""What the pages show, read through the API's selectors: dandisets and their archives, an
+archive's batches, a page of one directory, its arrays and their previews."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from django.db.models import Count, Prefetch
+
+from checksums import DirectoryListing
+from zarr_api.exceptions import NotFound
+from zarr_api.models import Batch, Dandiset, ZarrArchive
+from zarr_api.pages import preview
+from zarr_api.pages.arrays import ArrayInfo, Unsupported, find_arrays, read_plane
+from zarr_api.pages.reader import ArchiveFiles
+from zarr_api.selectors.archive_contents import DirectoryNode, archive_tree_cached
+from zarr_api.selectors.lookups import archives_annotated
+from zarr_api.storage import get_store
+
+BATCHES_SHOWN = 50
+
+
+def dandisets_with_archives() -> list[Dandiset]:
+    """Every dandiset, its archives (with the API's status annotations) in ``archive_list``."""
+    archives = archives_annotated().order_by("name")
+    return list(
+        Dandiset.objects.order_by("id").prefetch_related(
+            Prefetch("zarr_archives", queryset=archives, to_attr="archive_list")
+        )
+    )
+
+
+def batch_history(archive: ZarrArchive) -> list[Batch]:
+    """The archive's latest batches, newest first, with ``file_total`` each."""
+    return list(
+        Batch.objects.filter(archive=archive)
+        .annotate(file_total=Count("files"))
+        .order_by("-id")[:BATCHES_SHOWN]
+    )
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    path: str
+    is_directory: bool
+    size: int
+    digest: str
+    file_count: int  # files below a directory; 1 for a file
+
+
+@dataclass(frozen=True)
+class DirectoryPage:
+    path: str
+    listing: DirectoryListing
+    entries: list[Entry]
+    page: int
+    pages: int
+    total: int
+
+
+def directory_page(node: DirectoryNode, page: int, page_size: int) -> DirectoryPage:
+    """Page ``page`` (from 1) of a directory: directories first, then files, each by name.
+
+    Only the page's entries are built: a directory of 100,000 files costs a sort of its names.
+    """
+    listing = node.listing
+    directories = sorted(listing.directories)
+    files = sorted(listing.files)
+    total = len(directories) + len(files)
+    pages = max(1, -(-total // page_size))
+    if not 1 <= page <= pages:
+        raise NotFound(f"page {page} is past the end of {node.path or 'the root'}")
+    start = (page - 1) * page_size
+    stop = start + page_size
+    entries = []
+    for name in directories[start:stop]:
+        d = listing.directories[name]
+        entries.append(
+            Entry(name, posixpath.join(node.path, name), True, d.size, d.digest, d.count)
+        )
+    for name in files[max(0, start - len(directories)) : max(0, stop - len(directories))]:
+        f = listing.files[name]
+        entries.append(Entry(name, posixpath.join(node.path, name), False, f.size, f.digest, 1))
+    return DirectoryPage(node.path, listing, entries, page, pages, total)
+
+
+def archive_files(archive: ZarrArchive) -> ArchiveFiles:
+    return ArchiveFiles(archive, get_store())
+
+
+def archive_arrays(archive: ZarrArchive) -> list[ArrayInfo]:
+    """The archive's arrays (found once per tree version)."""
+    return preview.cached(
+        archive,
+        "arrays",
+        "",
+        lambda: find_arrays(archive_tree_cached(archive), archive_files(archive)),
+    )
+
+
+def preview_png(archive: ZarrArchive, array_path: str) -> bytes:
+    """The PNG of the array at ``array_path``; NotFound when there is no such array,
+    Unsupported when it has no preview."""
+    info = next((a for a in archive_arrays(archive) if a.path == array_path), None)
+    if info is None:
+        raise NotFound(f"no Zarr array at {array_path!r} in zarr archive {archive.zarr_id}")
+    if info.metadata is None:
+        raise Unsupported(info.preview_problem or "no preview")
+    return preview.cached(
+        archive,
+        "preview",
+        array_path,
+        lambda: preview.render_png(read_plane(archive_files(archive), info)),
+    )

@@ -1,0 +1,130 @@
+"""The pages' views: read through ``reads`` and the API's selectors, render a template."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+from zarr_api.exceptions import NotFound
+from zarr_api.pages import preview, reads
+from zarr_api.paths import directory_problem
+from zarr_api.selectors.archive_contents import FileNode, node_get
+from zarr_api.selectors.lookups import annotated_archive_get, archive_get
+from zarr_api.serializers import ArchiveSerializer
+
+PAGE_SIZE = 200
+_STATUS = ArchiveSerializer()  # the API's rules for an archive's status fields
+
+
+def _not_found_as_404(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except NotFound as error:
+            raise Http404(error.message) from error
+
+    return require_safe(wrapper)
+
+
+def _service_url(request: HttpRequest) -> str:
+    """This service's address, as the browser reached it."""
+    return request.build_absolute_uri("/").rstrip("/")
+
+
+def _status(archive: Any) -> dict[str, Any]:
+    return {
+        "checksum_status": _STATUS.get_checksum_status(archive),
+        "upload_in_progress": _STATUS.get_upload_in_progress(archive),
+        "shard_count": _STATUS.get_shard_count(archive),
+    }
+
+
+@require_safe
+def home(request: HttpRequest) -> HttpResponse:
+    dandisets = reads.dandisets_with_archives()
+    for dandiset in dandisets:
+        for archive in dandiset.archive_list:  # type: ignore[attr-defined]
+            archive.status = _status(archive)
+    return render(
+        request,
+        "dandizarr/home.html",
+        {
+            "version": settings.DANDIZARR_VERSION,
+            "service_url": _service_url(request),
+            "token_path": settings.DATA_DIR / "admin-token",
+            "dandisets": dandisets,
+            "example_dandiset": dandisets[0].identifier if dandisets else "000001",
+        },
+    )
+
+
+def _page_number(request: HttpRequest) -> int:
+    raw = request.GET.get("page", "1")
+    if not raw.isdigit() or int(raw) < 1:
+        raise NotFound(f"no page {raw!r}: pages are numbered from 1")
+    return int(raw)
+
+
+def _archive_context(request: HttpRequest, zarr_id: str, path: str) -> dict[str, Any]:
+    archive = annotated_archive_get(zarr_id)
+    problem = directory_problem(path)
+    if problem:
+        raise NotFound(f"path {path!r} {problem}")
+    node = node_get(archive, path)
+    context: dict[str, Any] = {
+        "archive": archive,
+        "status": _status(archive),
+        "service_url": _service_url(request),
+        "crumbs": _crumbs(node.path),
+        "path": node.path,
+    }
+    if isinstance(node, FileNode):
+        context["file"] = node
+    else:
+        context["directory"] = reads.directory_page(node, _page_number(request), PAGE_SIZE)
+    return context
+
+
+def _crumbs(path: str) -> list[tuple[str, str]]:
+    """(name, path) of each directory from the root down to ``path``."""
+    parts = path.split("/") if path else []
+    return [(name, "/".join(parts[: i + 1])) for i, name in enumerate(parts)]
+
+
+@_not_found_as_404
+def archive(request: HttpRequest, zarr_id: str) -> HttpResponse:
+    context = _archive_context(request, zarr_id, "")
+    archive = context["archive"]
+    context["arrays"] = reads.archive_arrays(archive)
+    context["batches"] = reads.batch_history(archive)
+    context["version_tag"] = preview.version_tag(archive)
+    return render(request, "dandizarr/archive.html", context)
+
+
+@_not_found_as_404
+def tree(request: HttpRequest, zarr_id: str, path: str = "") -> HttpResponse:
+    return render(request, "dandizarr/tree.html", _archive_context(request, zarr_id, path))
+
+
+@_not_found_as_404
+def preview_png(request: HttpRequest, zarr_id: str) -> HttpResponse:
+    archive = archive_get(zarr_id)
+    array_path = request.GET.get("array", "")
+    etag = f'"{preview.version_tag(archive)}"'
+    if request.headers.get("If-None-Match") == etag:
+        return HttpResponseNotModified()
+    try:
+        png = reads.preview_png(archive, array_path)
+    except ValueError as error:  # Unsupported, or chunks the codecs cannot decode
+        return HttpResponse(f"no preview: {error}", status=404, content_type="text/plain")
+    response = HttpResponse(png, content_type="image/png")
+    response["ETag"] = etag
+    response["Cache-Control"] = "no-cache"
+    return response

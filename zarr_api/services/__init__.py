@@ -1,0 +1,1 @@
+"""Writes: every change to dandisets, archives, batches and shards goes through these modules."""

@@ -1,0 +1,141 @@
+"""What loose and pack batches share: opening one (one per archive, no file/directory
+clashes), finding the open one, and the report of what was not uploaded as declared."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from zarr_api.exceptions import Conflict, NotFound, ValidationFailed
+from zarr_api.models import Batch, ZarrArchive
+from zarr_api.parsers.problems import Problem, invalid
+from zarr_api.permissions import Requester, recorded_user, require_writer
+from zarr_api.selectors.archive_contents import ArchiveSnapshot, archive_snapshot
+from zarr_api.services.archive_locks import (
+    has_open_batch,
+    lock_archive,
+    require_no_batch_ending,
+    require_not_converting,
+    require_unfrozen,
+)
+from zarr_api.services.url_lifetimes import upload_urls_issued
+from zarr_api.storage import get_store
+
+
+@dataclass(frozen=True)
+class UploadTarget:
+    path: str
+    upload_url: str
+
+
+def upload_urls_sign(keys_and_md5s: Sequence[tuple[str, str]], *, acl: str = "") -> list[str]:
+    """Presigned PUT URLs bound to each md5 (with ``acl``: requiring that X-Amz-ACL header
+    instead, for dandi-cli <= 0.48; completion verifies either way). Called inside the
+    transaction that opens the batch, so a failure to sign rolls the batch back instead of
+    leaving it open."""
+    expires_in = settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+    if acl:
+        return get_store().presigned_put_urls_with_acl(
+            [key for key, _ in keys_and_md5s], acl, expires_in=expires_in
+        )
+    return get_store().presigned_put_urls(keys_and_md5s, expires_in=expires_in)
+
+
+def open_batch_create(
+    *, user: Requester, archive: ZarrArchive, kind: Batch.Kind, paths: Sequence[str]
+) -> Batch:
+    """Lock the archive, check it may take a batch of ``paths``, and open one; the caller's
+    transaction adds the batch's files or shards."""
+    archive = lock_archive(archive)
+    require_writer(user, archive.dandiset)
+    require_unfrozen(archive)
+    require_not_converting(archive)
+    if kind == Batch.Kind.PACK and archive.layout != ZarrArchive.Layout.SHARDED:
+        raise Conflict(
+            f"zarr archive {archive.zarr_id} is loose; shards can only be uploaded into an "
+            'archive created with "layout": "sharded" (or converted with POST pack/)'
+        )
+    if has_open_batch(archive):
+        raise Conflict(
+            f"zarr archive {archive.zarr_id} already has an upload batch in progress; "
+            "complete or cancel it first"
+        )
+    require_no_batch_ending(archive)
+    check_file_directory_clashes(paths, archive_snapshot(archive, cached=True))
+    upload_urls_issued(archive)
+    try:
+        with transaction.atomic():
+            return Batch.objects.create(
+                archive=archive, kind=kind, state=Batch.State.OPEN, user=recorded_user(user)
+            )
+    except IntegrityError as error:  # the unique constraint caught a concurrent start
+        raise Conflict(
+            f"zarr archive {archive.zarr_id} already has an upload batch in progress"
+        ) from error
+
+
+def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot) -> None:
+    """A file may not share its path with a directory, in the batch or in the archive."""
+    batch = set(paths)
+    ancestors = {a for p in paths for a in _ancestors(p)}
+    problems: list[Problem] = []
+    for path in paths:
+        if path in ancestors:
+            problems.append({"path": path, "problem": "is also a directory in this batch"})
+    snapshot.load({posixpath.dirname(p) for p in paths} | {posixpath.dirname(a) for a in ancestors})
+    for path in paths:
+        if snapshot.is_directory(path):
+            problems.append({"path": path, "problem": "is a directory in the archive"})
+    for ancestor in sorted(ancestors - batch):
+        if snapshot.file_state(ancestor) is not None:
+            clashing = next(p for p in paths if p.startswith(ancestor + "/"))
+            problems.append(
+                {"path": clashing, "problem": f"would be inside {ancestor!r}, which is a file"}
+            )
+    if problems:
+        raise invalid("paths", problems)
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def open_batch_find(archive: ZarrArchive) -> Batch | None:
+    return Batch.objects.filter(archive=archive, state=Batch.State.OPEN).first()
+
+
+def open_batch_get(archive: ZarrArchive) -> Batch:
+    batch = open_batch_find(archive)
+    if batch is None:
+        raise NotFound(f"zarr archive {archive.zarr_id} has no upload batch in progress")
+    return batch
+
+
+@dataclass
+class Verification:
+    """What storage holds of a batch's uploads that it should not: missing or other bytes."""
+
+    missing: list[str] = field(default_factory=list)
+    mismatched: list[dict[str, str]] = field(default_factory=list)
+
+    def raise_unless_complete(self) -> None:
+        if not self.missing and not self.mismatched:
+            return
+        parts = []
+        if self.missing:
+            parts.append(f"{len(self.missing)} missing ({', '.join(self.missing[:5])})")
+        if self.mismatched:
+            names = ", ".join(m["path"] for m in self.mismatched[:5])
+            parts.append(f"{len(self.mismatched)} with another md5 ({names})")
+        raise ValidationFailed(
+            "the batch is not complete: " + "; ".join(parts) + ". Upload them again and "
+            "complete again, or cancel the batch",
+            verified=False,
+            missing=self.missing,
+            mismatched=self.mismatched,
+        )

@@ -1,0 +1,74 @@
+"""Tree updates: pending batches applied to the archive's .checksum tree, in sequence order,
+one update of an archive at a time (its TreeLock held)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from checksums import TreeSummary, apply_changes
+from zarr_api.models import Batch, TreeLock, ZarrArchive
+from zarr_api.scheduling import APPLY_TREE_UPDATES, COMPACT_SHARD, schedule_on_commit
+from zarr_api.selectors.archive_contents import archive_tree_cached, pending_changes
+from zarr_api.selectors.shard_members import unverified_pack_batches
+from zarr_api.services.archive_locks import lock_tree
+from zarr_api.services.member_locations import locations_apply, stale_loose_copies_delete
+from zarr_api.services.pack_batches import pending_pack_batches_verify
+from zarr_api.tree import tree_version
+
+logger = logging.getLogger(__name__)
+
+
+def tree_update_schedule(archive: ZarrArchive) -> None:
+    """Apply the archive's pending batches in the background once this transaction commits."""
+    schedule_on_commit(APPLY_TREE_UPDATES, archive.pk)
+
+
+def tree_update_apply(archive_pk: int) -> TreeSummary | None:
+    """Apply every pending batch of the archive to its .checksum tree; idempotent.
+
+    Holds the archive's TreeLock for the whole update, so two updates of one archive never run
+    at once. Changes are absolute (a path's new state, or removed), so a rerun after a crash
+    half-way rewrites the same tree and counts nothing twice.
+    """
+    # Pack batches: every member checked against the shard's bytes first (long; no locks).
+    pending_pack_batches_verify(archive_pk)
+    with transaction.atomic():
+        try:
+            lock_tree(archive_pk)
+        except TreeLock.DoesNotExist:
+            return None  # the archive was deleted
+        archive = ZarrArchive.objects.get(pk=archive_pk)
+        pending = Batch.objects.filter(archive=archive, state=Batch.State.PENDING)
+        unverified = unverified_pack_batches(archive_pk)
+        batch_ids = []
+        # In sequence order, up to a pack batch completed after the verification above (its
+        # own task will verify and apply it and whatever follows).
+        for pk in pending.order_by("sequence").values_list("pk", flat=True):
+            if pk in unverified:
+                break
+            batch_ids.append(pk)
+        if not batch_ids:
+            return None
+        changes = pending_changes(archive, batch_ids)
+        # Read under the TreeLock: the row names the tree's committed version.
+        tree = archive_tree_cached(archive)
+        summary = apply_changes(tree, changes)
+        locations = locations_apply(archive, batch_ids)
+        if locations.packed:
+            packed = locations.packed
+            transaction.on_commit(lambda: stale_loose_copies_delete(archive_pk, packed))
+        for shard_pk in locations.to_compact:
+            schedule_on_commit(COMPACT_SHARD, shard_pk)
+        now = timezone.now()
+        ZarrArchive.objects.filter(pk=archive_pk).update(
+            checksum=summary.digest, file_count=summary.count, size=summary.size, modified=now
+        )
+        Batch.objects.filter(pk__in=batch_ids).update(state=Batch.State.APPLIED, applied=now)
+        transaction.on_commit(lambda: tree.remember(tree_version(now, summary.digest)))
+    logger.info(
+        "archive %s: applied %d batch(es), %s", archive.zarr_id, len(batch_ids), summary.digest
+    )
+    return summary

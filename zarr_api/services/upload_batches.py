@@ -1,0 +1,239 @@
+"""Upload batches: opened with presigned PUT URLs, verified against storage on completion
+(then queued for a tree update), or cancelled with the tree kept equal to storage."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from objectstore import ObjectInfo
+from objectstore.keys import key_problem
+from zarr_api.crash import crash_point
+from zarr_api.declarations import FileDeclaration
+from zarr_api.exceptions import Forbidden, NotFound
+from zarr_api.models import Batch, BatchFile, ZarrArchive
+from zarr_api.permissions import Requester, require_writer
+from zarr_api.selectors.archive_contents import archive_snapshot
+from zarr_api.selectors.shard_members import packed_paths
+from zarr_api.services.archive_locks import lock_archive, next_sequence, require_unfrozen
+from zarr_api.services.batch_rules import (
+    UploadTarget,
+    Verification,
+    open_batch_create,
+    open_batch_find,
+    open_batch_get,
+    upload_urls_sign,
+)
+from zarr_api.services.deletions import deletion_create
+from zarr_api.services.pack_batches import uploaded_shards_verify
+from zarr_api.services.shard_objects import discard_shards
+from zarr_api.services.tree_updates import tree_update_schedule
+from zarr_api.services.url_lifetimes import reconcile_when_urls_expire
+from zarr_api.storage import get_store
+
+logger = logging.getLogger(__name__)
+
+# How a cancelled batch whose storage cleanup failed says so (its ``error`` starts with this)
+# until the stale-batch sweep retries the cleanup and brings the tree back to storage.
+CLEANUP_PENDING = "storage cleanup pending: "
+
+
+def batch_start(
+    *, user: Requester, archive: ZarrArchive, files: Sequence[FileDeclaration], acl: str = ""
+) -> list[UploadTarget]:
+    """Open a batch of ``files``; their URLs are bound to each md5 (or require ``acl``)."""
+    with transaction.atomic():
+        paths = [f.path for f in files]
+        batch = open_batch_create(user=user, archive=archive, kind=Batch.Kind.UPLOAD, paths=paths)
+        BatchFile.objects.bulk_create(BatchFile(batch=batch, path=f.path, md5=f.md5) for f in files)
+        urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files], acl=acl)
+    return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
+
+
+def _heads(archive: ZarrArchive, paths: Sequence[str]) -> dict[str, ObjectInfo | None]:
+    """Size and ETag of each path of the archive in storage, requested concurrently. A key no
+    storage can hold (in a batch opened by an older version) is absent, not asked for."""
+    prefix = archive.storage_prefix
+    infos = get_store().head_many([prefix + p for p in _storable(archive, paths)])
+    return {p: infos.get(prefix + p) for p in paths}
+
+
+def _storable(archive: ZarrArchive, paths: Sequence[str]) -> list[str]:
+    return [p for p in paths if key_problem(archive.storage_prefix + p) is None]
+
+
+def uploaded_files_verify(archive: ZarrArchive, files: Sequence[BatchFile]) -> Verification:
+    """Each file as stored against its declared md5; records the stored size on the row."""
+    result = Verification()
+    heads = _heads(archive, [f.path for f in files])
+    for f in files:
+        info = heads[f.path]
+        if info is None:
+            result.missing.append(f.path)
+        elif info.etag != f.md5:
+            result.mismatched.append({"path": f.path, "expected": f.md5, "actual": info.etag})
+        else:
+            f.size = info.size
+    return result
+
+
+def batch_complete(*, user: Requester, archive: ZarrArchive) -> Batch:
+    """Verify every file of the open batch in storage; on success queue its tree update."""
+    with transaction.atomic():
+        archive = lock_archive(archive)
+        require_writer(user, archive.dandiset)
+        require_unfrozen(archive)
+        batch = open_batch_get(archive)
+        files: list[BatchFile] = []
+        if batch.kind == Batch.Kind.PACK:
+            uploaded_shards_verify(batch).raise_unless_complete()
+        else:
+            files = list(batch.files.all())
+            uploaded_files_verify(archive, files).raise_unless_complete()
+            record_sizes(files)
+        batch.state = Batch.State.PENDING
+        batch.sequence = next_sequence(archive)
+        batch.completed = timezone.now()
+        reconcile_when_urls_expire(archive, batch)
+        batch.save(update_fields=["state", "sequence", "completed", "reconcile_after"])
+        tree_update_schedule(archive)
+    return batch
+
+
+def record_sizes(files: Sequence[BatchFile]) -> None:
+    """Store verified sizes in one statement per 1000 rows (bulk_update's CASE per row costs
+    more than the whole tree update of a 500-file batch)."""
+    table = BatchFile._meta.db_table
+    with connection.cursor() as cursor:
+        for start in range(0, len(files), 1000):
+            chunk = files[start : start + 1000]
+            values = ", ".join(["(%s, %s)"] * len(chunk))
+            params = [value for f in chunk for value in (f.pk, f.size)]
+            # VALUES columns are named column1, column2 in both PostgreSQL and SQLite.
+            cursor.execute(
+                f"UPDATE {table} SET size = v.column2 FROM (VALUES {values}) AS v "
+                f"WHERE {table}.id = v.column1",
+                params,
+            )
+
+
+def batch_cancel(
+    *, user: Requester | None, archive: ZarrArchive, reason: str = "cancelled"
+) -> Batch:
+    """Cancel the open batch: delete what it uploaded, and keep the tree equal to storage.
+
+    The intent commits first (state ``cancelling``: no more uploads are accepted into the
+    batch, and the client's batch has ended), then ``cancellation_finish`` acts on storage. If
+    storage fails, the cancel still answers: the failure is recorded on the batch
+    (``CLEANUP_PENDING``) and the sweep (``unfinished_batch_ends_finish``) finishes it, as it
+    finishes one a crash interrupted.
+    """
+    with transaction.atomic():
+        archive = lock_archive(archive)
+        found = open_batch_find(archive)
+        # Who may cancel before whether there is anything to cancel: its uploader, or a writer.
+        if user is not None and (found is None or user != found.user):
+            require_writer(user, archive.dandiset)
+        batch = found or open_batch_get(archive)  # NotFound when there is none
+        require_unfrozen(archive)
+        batch.state = Batch.State.CANCELLING
+        batch.completed = timezone.now()
+        batch.note = reason
+        batch.save(update_fields=["state", "completed", "note"])
+    crash_point("cancel:intent-committed")
+    try:
+        return cancellation_finish(batch.pk)
+    except Exception as error:
+        logger.exception(
+            "batch %s of zarr archive %s: storage cleanup failed; the sweep finishes it",
+            batch.pk,
+            archive.zarr_id,
+        )
+        batch.error = f"{CLEANUP_PENDING}{type(error).__name__}: {error}"
+        batch.save(update_fields=["error"])
+        return batch
+
+
+def cancellation_finish(batch_pk: int) -> Batch:
+    """Delete what a cancelling batch uploaded and end it; idempotent (decides from what
+    storage holds now, so a rerun after a crash half-way deletes the rest and unlists the
+    same paths).
+
+    A path the batch did not change (storage still holds the archive's version of it) is kept.
+    Anything else the batch uploaded is deleted; where that was an overwrite, the old content
+    is gone from storage too, so the path is removed from the archive by a deletion batch.
+    """
+    with transaction.atomic():
+        archive = lock_archive(Batch.objects.get(pk=batch_pk).archive)
+        batch = Batch.objects.get(pk=batch_pk)
+        if batch.state != Batch.State.CANCELLING:
+            return batch
+        to_unlist: list[str] = []
+        if batch.kind == Batch.Kind.PACK:
+            # Nothing of a pack batch is in the archive before it is applied: drop its shards.
+            discard_shards(batch.shards.all())
+        else:
+            to_unlist = uploaded_files_discard(
+                archive, list(batch.files.values_list("path", flat=True))
+            )
+        crash_point("cancel:storage-deleted")
+        transaction.on_commit(lambda: crash_point("cancel:pending-committed"))
+        batch.state = Batch.State.CANCELLED
+        batch.error = ""  # a cleanup that failed before (CLEANUP_PENDING) is done now
+        reconcile_when_urls_expire(archive, batch)
+        batch.save(update_fields=["state", "error", "reconcile_after"])
+        if to_unlist:
+            deletion_create(
+                archive, None, to_unlist, note=f"overwritten by cancelled batch {batch.pk}"
+            )
+    return batch
+
+
+def uploaded_files_discard(archive: ZarrArchive, paths: list[str]) -> list[str]:
+    """Delete what a cancelled batch uploaded; returns the paths whose archive version went
+    with it (to be removed from the tree)."""
+    # Neither storage nor the tree can hold a key storage refuses: nothing to do for it.
+    paths = _storable(archive, paths)
+    # A packed file's bytes are in its shard, whatever happened to its loose key.
+    packed = packed_paths(archive, paths)
+    committed = archive_snapshot(archive).files_state(paths)
+    heads = _heads(archive, paths)
+    to_delete: list[str] = []
+    to_unlist: list[str] = []
+    for path in paths:
+        info = heads[path]
+        known = committed[path]
+        # A packed file has no loose object: one at its key is this batch's, whatever its md5.
+        if path not in packed and info is not None and known is not None and info.etag == known.md5:
+            continue  # storage still holds the archive's version
+        if info is not None:
+            to_delete.append(path)
+        if known is not None and path not in packed:
+            to_unlist.append(path)
+    get_store().delete_many(archive.storage_prefix + p for p in to_delete)
+    return to_unlist
+
+
+def stale_batches_cancel() -> int:
+    """Cancel open batches older than their URLs' expiry allows any client to still need. Each
+    archive on its own (its own transaction): one that fails is logged and the sweep goes on.
+    (Cancels whose storage cleanup failed are finished by ``unfinished_batch_ends_finish``.)"""
+    cutoff = timezone.now() - timedelta(seconds=settings.DANDIZARR_STALE_BATCH_SECONDS)
+    cancelled = 0
+    stale = Batch.objects.filter(state=Batch.State.OPEN, created__lt=cutoff)
+    for archive_pk in list(stale.values_list("archive_id", flat=True)):
+        try:
+            archive = ZarrArchive.objects.get(pk=archive_pk)
+            batch_cancel(user=None, archive=archive, reason="stale: open past its URLs' expiry")
+        except (NotFound, Forbidden, ZarrArchive.DoesNotExist):
+            continue  # cancelled meanwhile, or frozen
+        except Exception:
+            logger.exception("stale batch sweep: zarr archive %s failed; going on", archive_pk)
+            continue
+        cancelled += 1
+    return cancelled

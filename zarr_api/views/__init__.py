@@ -1,0 +1,1 @@
+"""HTTP views: check who asks, parse the body, call a service or selector, shape the answer."""

@@ -1,0 +1,148 @@
+"""Views of zarr archives: create and show them, upload batches (loose and pack), batches,
+and conversion into shards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from zarr_api.exceptions import NotFound, ValidationFailed
+from zarr_api.models import Batch, ZarrArchive
+from zarr_api.parsers.dandi import BATCH_FLOW_ACL, signs_acl_not_md5
+from zarr_api.parsers.pack_batch import parse_pack_batch
+from zarr_api.parsers.upload_batch import parse_upload_files
+from zarr_api.permissions import require_writer
+from zarr_api.selectors.lookups import (
+    annotated_archive_get,
+    archive_get,
+    archives_annotated,
+    batch_get,
+    dandiset_get,
+    parse_row_id,
+)
+from zarr_api.serializers import ArchiveCreateSerializer, ArchiveSerializer, BatchSerializer
+from zarr_api.services.conversion import archive_conversion_start
+from zarr_api.services.dandisets import archive_create
+from zarr_api.services.pack_batches import pack_batch_start
+from zarr_api.services.upload_batches import batch_cancel, batch_complete, batch_start
+
+
+class ArchiveListCreateView(generics.ListAPIView[ZarrArchive]):
+    serializer_class = ArchiveSerializer
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("dandiset", str, description="six-digit dandiset identifier"),
+            OpenApiParameter("name", str),
+        ]
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[ZarrArchive]:
+        queryset = archives_annotated()
+        dandiset = self.request.query_params.get("dandiset")
+        if dandiset:
+            queryset = queryset.filter(dandiset_id=parse_row_id(dandiset) or -1)
+        name = self.request.query_params.get("name")
+        if name and "\x00" in name:
+            raise ValidationFailed("name must not contain NUL characters")
+        if name:
+            queryset = queryset.filter(name=name)
+        return queryset
+
+    @extend_schema(request=ArchiveCreateSerializer, responses={201: ArchiveSerializer})
+    def post(self, request: Request) -> Response:
+        data = ArchiveCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        archive = archive_create(
+            user=request.user,
+            dandiset=dandiset_get(data.validated_data["dandiset"]),
+            name=data.validated_data["name"],
+            layout=data.validated_data.get("layout") or ZarrArchive.Layout.LOOSE,
+        )
+        return Response(
+            ArchiveSerializer(annotated_archive_get(str(archive.zarr_id))).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class ArchiveDetailView(APIView):
+    @extend_schema(responses=ArchiveSerializer)
+    def get(self, request: Request, zarr_id: str) -> Response:
+        return Response(ArchiveSerializer(annotated_archive_get(zarr_id)).data)
+
+
+class UploadView(APIView):
+    @extend_schema(responses={204: None, 404: None})
+    def get(self, request: Request, zarr_id: str) -> Response:
+        archive = archive_get(zarr_id)
+        if archive.batches.filter(state=Batch.State.OPEN).exists():
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        raise NotFound(f"zarr archive {zarr_id} has no upload batch in progress")
+
+    @extend_schema(
+        request={"application/json": {"type": "array", "items": {"type": "object"}}},
+        responses={200: {"type": "array", "items": {"type": "object"}}},
+    )
+    def post(self, request: Request, zarr_id: str) -> Response:
+        archive = archive_get(zarr_id)
+        # Before the body is read: a stranger's 100,000-member body is never parsed.
+        require_writer(request.user, archive.dandiset)
+        if isinstance(request.data, dict):  # a pack batch (docs/sharded.md)
+            shards = parse_pack_batch(request.data)
+            pack = pack_batch_start(user=request.user, archive=archive, shards=shards)
+            return Response(
+                {
+                    "batch": pack.batch.pk,
+                    "shards": [{"name": t.path, "upload_url": t.upload_url} for t in pack.shards],
+                }
+            )
+        files = parse_upload_files(request.data)
+        acl = BATCH_FLOW_ACL if signs_acl_not_md5(request.headers) else ""
+        targets = batch_start(user=request.user, archive=archive, files=files, acl=acl)
+        return Response([{"path": t.path, "upload_url": t.upload_url} for t in targets])
+
+    def delete(self, request: Request, zarr_id: str) -> Response:
+        batch_cancel(user=request.user, archive=archive_get(zarr_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class UploadCompleteView(APIView):
+    @extend_schema(request=None)
+    def post(self, request: Request, zarr_id: str) -> Response:
+        batch = batch_complete(user=request.user, archive=archive_get(zarr_id))
+        archive = annotated_archive_get(zarr_id)
+        return Response(
+            {
+                "verified": True,
+                "batch": batch.pk,
+                "files": batch.files.count(),
+                **ArchiveSerializer(archive).data,
+            }
+        )
+
+
+class BatchDetailView(APIView):
+    """One batch of an archive: how a client learns that a pack batch was applied or failed."""
+
+    @extend_schema(responses=BatchSerializer)
+    def get(self, request: Request, zarr_id: str, batch_id: str) -> Response:
+        return Response(BatchSerializer(batch_get(archive_get(zarr_id), batch_id)).data)
+
+
+class PackView(APIView):
+    """Convert the archive's chunk files into shards, in the background."""
+
+    @extend_schema(request=None, responses={202: ArchiveSerializer})
+    def post(self, request: Request, zarr_id: str) -> Response:
+        archive_conversion_start(user=request.user, archive=archive_get(zarr_id))
+        return Response(
+            ArchiveSerializer(annotated_archive_get(zarr_id)).data, status=status.HTTP_202_ACCEPTED
+        )

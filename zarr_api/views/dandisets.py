@@ -1,0 +1,131 @@
+"""Views of the service's info, dandisets, their versions and draft assets, and publishing."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from zarr_api.exceptions import ValidationFailed
+from zarr_api.models import Asset, Dandiset, Version
+from zarr_api.parsers.assets import parse_asset_changes, parse_new_asset
+from zarr_api.permissions import require_writer
+from zarr_api.selectors.dandi import server_info
+from zarr_api.selectors.lookups import asset_get, dandiset_get, version_get
+from zarr_api.serializers import (
+    AssetSerializer,
+    DandisetCreateSerializer,
+    DandisetSerializer,
+    VersionSerializer,
+)
+from zarr_api.services.assets import asset_create, asset_delete, asset_update
+from zarr_api.services.dandisets import dandiset_create
+from zarr_api.services.publishing import version_publish
+
+
+class InfoView(APIView):
+    """What a client needs to know before uploading."""
+
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        return Response(
+            {
+                **server_info(),
+                "version": settings.DANDIZARR_VERSION,
+                "batch_limit": settings.DANDIZARR_BATCH_LIMIT,
+                "pack_member_limit": settings.DANDIZARR_PACK_MEMBER_LIMIT,
+                "presigned_url_expiry_seconds": settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS,
+                "storage": settings.DANDIZARR_STORAGE,
+            }
+        )
+
+
+class DandisetListCreateView(generics.ListAPIView[Dandiset]):
+    queryset = Dandiset.objects.prefetch_related("owners")
+    serializer_class = DandisetSerializer
+
+    @extend_schema(request=DandisetCreateSerializer, responses={201: DandisetSerializer})
+    def post(self, request: Request) -> Response:
+        data = DandisetCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        dandiset = dandiset_create(user=request.user, name=data.validated_data["name"])
+        return Response(DandisetSerializer(dandiset).data, status=status.HTTP_201_CREATED)
+
+
+class DandisetDetailView(APIView):
+    @extend_schema(responses=DandisetSerializer)
+    def get(self, request: Request, identifier: str) -> Response:
+        return Response(DandisetSerializer(dandiset_get(identifier)).data)
+
+
+class VersionListView(generics.ListAPIView[Version]):
+    serializer_class = VersionSerializer
+
+    def get_queryset(self) -> QuerySet[Version]:
+        dandiset = dandiset_get(self.kwargs["identifier"])
+        return Version.objects.filter(dandiset=dandiset).select_related("dandiset")
+
+
+class AssetListCreateView(generics.ListAPIView[Asset]):
+    serializer_class = AssetSerializer
+
+    def get_queryset(self) -> QuerySet[Asset]:
+        version = version_get(self.kwargs["identifier"], self.kwargs["version"])
+        assets = version.assets.select_related("zarr", "version")
+        path = self.request.query_params.get("path")
+        return assets if path is None else assets.filter(path=path)
+
+    @extend_schema(request=AssetSerializer, responses={201: AssetSerializer})
+    def post(self, request: Request, identifier: str, version: str) -> Response:
+        if version != Version.DRAFT:
+            raise ValidationFailed("assets are added to the draft version only")
+        dandiset = dandiset_get(identifier)
+        require_writer(request.user, dandiset)
+        new = parse_new_asset(request.data)
+        asset = asset_create(
+            user=request.user,
+            dandiset=dandiset,
+            path=new.path,
+            zarr_id=new.zarr_id,
+            metadata=new.metadata,
+        )
+        return Response(AssetSerializer(asset).data, status=status.HTTP_201_CREATED)
+
+
+class AssetDetailView(APIView):
+    @extend_schema(responses=AssetSerializer)
+    def get(self, request: Request, identifier: str, version: str, asset_id: str) -> Response:
+        data = AssetSerializer(asset_get(identifier, version, asset_id)).data
+        # The DANDI API answers with the metadata itself: both shapes in one.
+        return Response({**data["metadata"], **data})
+
+    @extend_schema(request=AssetSerializer, responses=AssetSerializer)
+    def put(self, request: Request, identifier: str, version: str, asset_id: str) -> Response:
+        asset = asset_get(identifier, version, asset_id)
+        require_writer(request.user, asset.version.dandiset)
+        changes = parse_asset_changes(request.data)
+        if changes.zarr_id is not None and changes.zarr_id != str(asset.zarr.zarr_id):
+            raise ValidationFailed("an asset's zarr_id cannot change: add a new asset instead")
+        asset = asset_update(
+            user=request.user, asset=asset, path=changes.path, metadata=changes.metadata
+        )
+        return Response(AssetSerializer(asset).data)
+
+    patch = put
+
+    def delete(self, request: Request, identifier: str, version: str, asset_id: str) -> Response:
+        asset_delete(user=request.user, asset=asset_get(identifier, version, asset_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class PublishView(APIView):
+    @extend_schema(request=None, responses={201: VersionSerializer})
+    def post(self, request: Request, identifier: str) -> Response:
+        version = version_publish(user=request.user, dandiset=dandiset_get(identifier))
+        return Response(VersionSerializer(version).data, status=status.HTTP_201_CREATED)
