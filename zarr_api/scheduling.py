@@ -4,10 +4,14 @@ commits (Zulip's ``queue_event_on_commit``), so services never import the tasks 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from celery import current_app
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerOperationalError
+
+if TYPE_CHECKING:
+    from zarr_api.models import ZarrArchive
 
 logger = logging.getLogger(__name__)
 
@@ -47,3 +51,8 @@ def schedule_on_commit(task_name: str, *args: int, countdown: float | None = Non
             )
 
     transaction.on_commit(send)
+
+
+def tree_update_schedule(archive: ZarrArchive) -> None:
+    """Apply the archive's pending batches in the background once this transaction commits."""
+    schedule_on_commit(APPLY_TREE_UPDATES, archive.pk)

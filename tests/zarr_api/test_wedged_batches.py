@@ -19,7 +19,7 @@ from tests.support.tree_check import assert_tree_matches_storage
 from zarr_api import tasks
 from zarr_api.admin import ZarrArchiveAdmin
 from zarr_api.models import Batch, BatchFile, ZarrArchive
-from zarr_api.services.upload_batches import CLEANUP_PENDING
+from zarr_api.services.batch_endings import CLEANUP_PENDING
 
 # No backend holds such a key: a 300-byte name (the local store's limit is 244), 1100 bytes
 # in all (S3's is 1024).
@@ -110,5 +110,40 @@ def test_a_cancel_while_storage_is_down_ends_the_batch_and_the_sweep_cleans_up(
     assert (batch.state, batch.error) == ("cancelled", "")
     # Not wedged: the next batch starts and completes.
     assert upload(owner.client, zarr_id, {"next": b"n"}).status_code == 200
+    assert sorted(storage_listing(zarr_id)) == ["keep", "next"]
+    assert_tree_matches_storage(zarr_id)
+
+
+def test_the_next_request_finishes_a_cancel_storage_failed_without_waiting_for_the_sweep(
+    owner: Actor, zarr_id: str, settings
+) -> None:
+    upload(owner.client, zarr_id, {"over": b"old", "keep": b"k"})
+    files = {"over": b"new", "added": b"a"}
+    response = owner.client.post(
+        f"/api/zarr/{zarr_id}/upload/",
+        [{"path": p, "etag": md5(b)} for p, b in files.items()],
+        format="json",
+    )
+    for target in response.json():
+        assert put(target["upload_url"], files[target["path"]]).status_code == 200
+    working_endpoint = settings.DANDIZARR_S3_ENDPOINT_URL
+    settings.DANDIZARR_S3_ENDPOINT_URL = "http://127.0.0.1:9"  # nothing listens there
+    assert owner.client.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    batches_before = Batch.objects.filter(archive__zarr_id=zarr_id).count()
+    # Storage still down: the start cannot finish the cancel, so it is refused, changing nothing.
+    refused = owner.client.post(
+        f"/api/zarr/{zarr_id}/upload/", [{"path": "next", "etag": md5(b"n")}], format="json"
+    )
+    assert refused.status_code == 503, refused.content
+    assert "storage" in refused.json()["detail"] and refused["Retry-After"]
+    deleted = owner.client.delete(f"/api/zarr/{zarr_id}/files/", [{"path": "keep"}], format="json")
+    assert deleted.status_code == 503, deleted.content
+    assert Batch.objects.filter(archive__zarr_id=zarr_id).count() == batches_before
+    assert Batch.objects.get(archive__zarr_id=zarr_id, kind="upload", state="cancelling")
+    # Storage back: the next start finishes the cancel itself and opens its batch.
+    settings.DANDIZARR_S3_ENDPOINT_URL = working_endpoint
+    assert upload(owner.client, zarr_id, {"next": b"n"}).status_code == 200
+    assert not Batch.objects.filter(archive__zarr_id=zarr_id, state="cancelling").exists()
+    assert tasks.finish_batch_ends() == 0  # nothing was left for the sweep
     assert sorted(storage_listing(zarr_id)) == ["keep", "next"]
     assert_tree_matches_storage(zarr_id)

@@ -40,19 +40,6 @@ def require_not_converting(archive: ZarrArchive) -> None:
         )
 
 
-def require_no_batch_ending(archive: ZarrArchive) -> None:
-    """A cancel or deletion whose storage work is unfinished (a crash, in the sweep's hands)
-    decides from what storage holds: nothing may upload or delete beside it."""
-    ending = Batch.objects.filter(
-        archive=archive, state__in=[Batch.State.CANCELLING, Batch.State.DELETING]
-    ).first()
-    if ending is not None:
-        raise Conflict(
-            f"zarr archive {archive.zarr_id} is finishing the {ending.state} of batch "
-            f"{ending.pk}; try again in a minute"
-        )
-
-
 def has_open_batch(archive: ZarrArchive) -> bool:
     return Batch.objects.filter(archive=archive, state=Batch.State.OPEN).exists()
 

@@ -22,8 +22,8 @@ from zarr_api.services.archive_locks import (
     has_open_batch,
     lock_archive,
     lock_tree,
-    require_no_batch_ending,
 )
+from zarr_api.services.batch_endings import batch_endings_settle
 from zarr_api.services.tree_updates import tree_update_apply
 from zarr_api.storage import STREAM_BLOCK, get_store
 from zarr_api.tree import StorageChecksumTree
@@ -75,7 +75,7 @@ def archive_audit(archive: ZarrArchive) -> AuditReport:
             raise Conflict(
                 f"zarr archive {locked.zarr_id} has an upload batch in progress; cancel it first"
             )
-        require_no_batch_ending(locked)
+        batch_endings_settle(locked)
         if sharded and Batch.objects.filter(archive=locked, state=Batch.State.PENDING).exists():
             raise Conflict(
                 f"zarr archive {locked.zarr_id} has checksum updates pending; audit it again "

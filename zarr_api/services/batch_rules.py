@@ -18,10 +18,10 @@ from zarr_api.selectors.archive_contents import ArchiveSnapshot, archive_snapsho
 from zarr_api.services.archive_locks import (
     has_open_batch,
     lock_archive,
-    require_no_batch_ending,
     require_not_converting,
     require_unfrozen,
 )
+from zarr_api.services.batch_endings import batch_endings_settle
 from zarr_api.services.url_lifetimes import upload_urls_issued
 from zarr_api.storage import get_store
 
@@ -64,7 +64,7 @@ def open_batch_create(
             f"zarr archive {archive.zarr_id} already has an upload batch in progress; "
             "complete or cancel it first"
         )
-    require_no_batch_ending(archive)
+    batch_endings_settle(archive)
     check_file_directory_clashes(paths, archive_snapshot(archive, cached=True))
     upload_urls_issued(archive)
     try:

@@ -26,6 +26,7 @@ from zarr_api.declarations import FileDeclaration
 from zarr_api.exceptions import Conflict, NotFound, ValidationFailed
 from zarr_api.models import Batch, BatchFile, ZarrArchive
 from zarr_api.permissions import Requester, require_writer
+from zarr_api.scheduling import tree_update_schedule
 from zarr_api.selectors.archive_contents import archive_snapshot
 from zarr_api.services.archive_locks import (
     lock_archive,
@@ -33,17 +34,16 @@ from zarr_api.services.archive_locks import (
     require_not_converting,
     require_unfrozen,
 )
+from zarr_api.services.batch_endings import deletion_create, uploaded_files_discard
 from zarr_api.services.batch_rules import (
     UploadTarget,
     check_file_directory_clashes,
     open_batch_create,
     upload_urls_sign,
 )
-from zarr_api.services.deletions import deletion_create, files_delete
-from zarr_api.services.tree_updates import tree_update_schedule
+from zarr_api.services.deletions import files_delete
 from zarr_api.services.upload_batches import (
     record_sizes,
-    uploaded_files_discard,
     uploaded_files_verify,
 )
 from zarr_api.services.url_lifetimes import reconcile_when_urls_expire, upload_urls_issued

@@ -14,11 +14,11 @@ from django.utils import timezone
 
 from objectstore import ObjectInfo
 from zarr_api.models import CHANGING_STATES, Batch, BatchFile, Shard, ZarrArchive
+from zarr_api.scheduling import tree_update_schedule
 from zarr_api.selectors.archive_contents import archive_snapshot
 from zarr_api.selectors.shard_members import packed_paths
 from zarr_api.services.archive_locks import lock_archive, next_sequence
-from zarr_api.services.deletions import deletion_create
-from zarr_api.services.tree_updates import tree_update_schedule
+from zarr_api.services.batch_endings import deletion_create
 from zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)

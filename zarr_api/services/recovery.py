@@ -8,17 +8,11 @@ import logging
 
 from zarr_api.models import Batch
 from zarr_api.selectors.lookups import archives_with_stalled_tree_updates
-from zarr_api.services.deletions import deletion_finish
+from zarr_api.services.batch_endings import BATCH_END_FINISHERS
 from zarr_api.services.reconciliation import due_batches_reconcile
 from zarr_api.services.tree_updates import tree_update_apply
-from zarr_api.services.upload_batches import cancellation_finish
 
 logger = logging.getLogger(__name__)
-
-_FINISH = {
-    Batch.State.CANCELLING: cancellation_finish,
-    Batch.State.DELETING: deletion_finish,
-}
 
 
 def unfinished_batch_ends_finish() -> int:
@@ -26,10 +20,10 @@ def unfinished_batch_ends_finish() -> int:
     right now is waited for under the archive's lock, then left alone); a failing archive does
     not stop the others."""
     finished = 0
-    unfinished = Batch.objects.filter(state__in=list(_FINISH)).order_by("pk")
+    unfinished = Batch.objects.filter(state__in=list(BATCH_END_FINISHERS)).order_by("pk")
     for batch_pk, state in unfinished.values_list("pk", "state"):
         try:
-            _FINISH[Batch.State(state)](batch_pk)
+            BATCH_END_FINISHERS[Batch.State(state)](batch_pk)
         except Exception:
             logger.exception("finishing the %s of batch %s failed; retried later", state, batch_pk)
             continue

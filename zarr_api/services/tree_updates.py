@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from checksums import TreeSummary, apply_changes
 from zarr_api.models import Batch, TreeLock, ZarrArchive
-from zarr_api.scheduling import APPLY_TREE_UPDATES, COMPACT_SHARD, schedule_on_commit
+from zarr_api.scheduling import COMPACT_SHARD, schedule_on_commit
 from zarr_api.selectors.archive_contents import archive_tree_cached, pending_changes
 from zarr_api.selectors.shard_members import unverified_pack_batches
 from zarr_api.services.archive_locks import lock_tree
@@ -19,11 +19,6 @@ from zarr_api.services.pack_batches import pending_pack_batches_verify
 from zarr_api.tree import tree_version
 
 logger = logging.getLogger(__name__)
-
-
-def tree_update_schedule(archive: ZarrArchive) -> None:
-    """Apply the archive's pending batches in the background once this transaction commits."""
-    schedule_on_commit(APPLY_TREE_UPDATES, archive.pk)
 
 
 def tree_update_apply(archive_pk: int) -> TreeSummary | None:

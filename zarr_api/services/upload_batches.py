@@ -11,16 +11,18 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from objectstore import ObjectInfo
-from objectstore.keys import key_problem
 from zarr_api.crash import crash_point
 from zarr_api.declarations import FileDeclaration
 from zarr_api.exceptions import Forbidden, NotFound
 from zarr_api.models import Batch, BatchFile, ZarrArchive
 from zarr_api.permissions import Requester, require_writer
-from zarr_api.selectors.archive_contents import archive_snapshot
-from zarr_api.selectors.shard_members import packed_paths
+from zarr_api.scheduling import tree_update_schedule
 from zarr_api.services.archive_locks import lock_archive, next_sequence, require_unfrozen
+from zarr_api.services.batch_endings import (
+    CLEANUP_PENDING,
+    cancellation_finish,
+    stored_heads,
+)
 from zarr_api.services.batch_rules import (
     UploadTarget,
     Verification,
@@ -29,18 +31,10 @@ from zarr_api.services.batch_rules import (
     open_batch_get,
     upload_urls_sign,
 )
-from zarr_api.services.deletions import deletion_create
 from zarr_api.services.pack_batches import uploaded_shards_verify
-from zarr_api.services.shard_objects import discard_shards
-from zarr_api.services.tree_updates import tree_update_schedule
 from zarr_api.services.url_lifetimes import reconcile_when_urls_expire
-from zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)
-
-# How a cancelled batch whose storage cleanup failed says so (its ``error`` starts with this)
-# until the stale-batch sweep retries the cleanup and brings the tree back to storage.
-CLEANUP_PENDING = "storage cleanup pending: "
 
 
 def batch_start(
@@ -55,22 +49,10 @@ def batch_start(
     return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
 
 
-def _heads(archive: ZarrArchive, paths: Sequence[str]) -> dict[str, ObjectInfo | None]:
-    """Size and ETag of each path of the archive in storage, requested concurrently. A key no
-    storage can hold (in a batch opened by an older version) is absent, not asked for."""
-    prefix = archive.storage_prefix
-    infos = get_store().head_many([prefix + p for p in _storable(archive, paths)])
-    return {p: infos.get(prefix + p) for p in paths}
-
-
-def _storable(archive: ZarrArchive, paths: Sequence[str]) -> list[str]:
-    return [p for p in paths if key_problem(archive.storage_prefix + p) is None]
-
-
 def uploaded_files_verify(archive: ZarrArchive, files: Sequence[BatchFile]) -> Verification:
     """Each file as stored against its declared md5; records the stored size on the row."""
     result = Verification()
-    heads = _heads(archive, [f.path for f in files])
+    heads = stored_heads(archive, [f.path for f in files])
     for f in files:
         info = heads[f.path]
         if info is None:
@@ -157,66 +139,6 @@ def batch_cancel(
         batch.error = f"{CLEANUP_PENDING}{type(error).__name__}: {error}"
         batch.save(update_fields=["error"])
         return batch
-
-
-def cancellation_finish(batch_pk: int) -> Batch:
-    """Delete what a cancelling batch uploaded and end it; idempotent (decides from what
-    storage holds now, so a rerun after a crash half-way deletes the rest and unlists the
-    same paths).
-
-    A path the batch did not change (storage still holds the archive's version of it) is kept.
-    Anything else the batch uploaded is deleted; where that was an overwrite, the old content
-    is gone from storage too, so the path is removed from the archive by a deletion batch.
-    """
-    with transaction.atomic():
-        archive = lock_archive(Batch.objects.get(pk=batch_pk).archive)
-        batch = Batch.objects.get(pk=batch_pk)
-        if batch.state != Batch.State.CANCELLING:
-            return batch
-        to_unlist: list[str] = []
-        if batch.kind == Batch.Kind.PACK:
-            # Nothing of a pack batch is in the archive before it is applied: drop its shards.
-            discard_shards(batch.shards.all())
-        else:
-            to_unlist = uploaded_files_discard(
-                archive, list(batch.files.values_list("path", flat=True))
-            )
-        crash_point("cancel:storage-deleted")
-        transaction.on_commit(lambda: crash_point("cancel:pending-committed"))
-        batch.state = Batch.State.CANCELLED
-        batch.error = ""  # a cleanup that failed before (CLEANUP_PENDING) is done now
-        reconcile_when_urls_expire(archive, batch)
-        batch.save(update_fields=["state", "error", "reconcile_after"])
-        if to_unlist:
-            deletion_create(
-                archive, None, to_unlist, note=f"overwritten by cancelled batch {batch.pk}"
-            )
-    return batch
-
-
-def uploaded_files_discard(archive: ZarrArchive, paths: list[str]) -> list[str]:
-    """Delete what a cancelled batch uploaded; returns the paths whose archive version went
-    with it (to be removed from the tree)."""
-    # Neither storage nor the tree can hold a key storage refuses: nothing to do for it.
-    paths = _storable(archive, paths)
-    # A packed file's bytes are in its shard, whatever happened to its loose key.
-    packed = packed_paths(archive, paths)
-    committed = archive_snapshot(archive).files_state(paths)
-    heads = _heads(archive, paths)
-    to_delete: list[str] = []
-    to_unlist: list[str] = []
-    for path in paths:
-        info = heads[path]
-        known = committed[path]
-        # A packed file has no loose object: one at its key is this batch's, whatever its md5.
-        if path not in packed and info is not None and known is not None and info.etag == known.md5:
-            continue  # storage still holds the archive's version
-        if info is not None:
-            to_delete.append(path)
-        if known is not None and path not in packed:
-            to_unlist.append(path)
-    get_store().delete_many(archive.storage_prefix + p for p in to_delete)
-    return to_unlist
 
 
 def stale_batches_cancel() -> int:
