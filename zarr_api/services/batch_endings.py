@@ -17,12 +17,13 @@ from objectstore import ObjectInfo
 from objectstore.keys import key_problem
 from zarr_api.crash import crash_point
 from zarr_api.exceptions import Conflict, unavailable_service
-from zarr_api.models import Batch, BatchFile, ZarrArchive
+from zarr_api.models import Batch, ZarrArchive
 from zarr_api.permissions import Requester, recorded_user
 from zarr_api.scheduling import tree_update_schedule
 from zarr_api.selectors.archive_contents import archive_snapshot
 from zarr_api.selectors.shard_members import packed_paths
 from zarr_api.services.archive_locks import lock_archive, next_sequence
+from zarr_api.services.batch_file_rows import batch_files_insert
 from zarr_api.services.shard_objects import discard_shards
 from zarr_api.services.url_lifetimes import reconcile_when_urls_expire
 from zarr_api.storage import get_store
@@ -146,7 +147,7 @@ def deletion_intent(
         user=recorded_user(user),
         note=note,
     )
-    BatchFile.objects.bulk_create(BatchFile(batch=deletion, path=p) for p in paths)
+    batch_files_insert(deletion.pk, ((p, "", None) for p in paths))
     return deletion
 
 

@@ -35,6 +35,7 @@ from zarr_api.services.archive_locks import (
     require_unfrozen,
 )
 from zarr_api.services.batch_endings import deletion_create, uploaded_files_discard
+from zarr_api.services.batch_file_rows import batch_files_insert, record_sizes
 from zarr_api.services.batch_rules import (
     UploadTarget,
     check_file_directory_clashes,
@@ -43,7 +44,6 @@ from zarr_api.services.batch_rules import (
 )
 from zarr_api.services.deletions import files_delete
 from zarr_api.services.upload_batches import (
-    record_sizes,
     uploaded_files_verify,
 )
 from zarr_api.services.url_lifetimes import reconcile_when_urls_expire, upload_urls_issued
@@ -99,9 +99,7 @@ def open_upload_add(
         for f in files:
             if f.path in known and known[f.path][1] != f.md5:
                 BatchFile.objects.filter(pk=known[f.path][0]).update(md5=f.md5)
-        BatchFile.objects.bulk_create(
-            BatchFile(batch=batch, path=f.path, md5=f.md5) for f in files if f.path not in known
-        )
+        batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files if f.path not in known))
         urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files])
     return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
 

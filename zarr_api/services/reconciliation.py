@@ -19,6 +19,7 @@ from zarr_api.selectors.archive_contents import archive_snapshot
 from zarr_api.selectors.shard_members import packed_paths
 from zarr_api.services.archive_locks import lock_archive, next_sequence
 from zarr_api.services.batch_endings import deletion_create
+from zarr_api.services.batch_file_rows import batch_files_insert
 from zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)
@@ -127,9 +128,8 @@ def _repair(archive: ZarrArchive, batch: Batch, drift: Drift) -> None:
             completed=timezone.now(),
             note=note,
         )
-        BatchFile.objects.bulk_create(
-            BatchFile(batch=repair, path=p, md5=info.etag, size=info.size)
-            for p, info in drift.to_list.items()
+        batch_files_insert(
+            repair.pk, ((p, info.etag, info.size) for p, info in drift.to_list.items())
         )
         tree_update_schedule(archive)
     if drift.to_unlist:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from zarr_api.crash import crash_point
@@ -23,6 +23,7 @@ from zarr_api.services.batch_endings import (
     cancellation_finish,
     stored_heads,
 )
+from zarr_api.services.batch_file_rows import batch_files_insert, record_sizes
 from zarr_api.services.batch_rules import (
     UploadTarget,
     Verification,
@@ -44,7 +45,7 @@ def batch_start(
     with transaction.atomic():
         paths = [f.path for f in files]
         batch = open_batch_create(user=user, archive=archive, kind=Batch.Kind.UPLOAD, paths=paths)
-        BatchFile.objects.bulk_create(BatchFile(batch=batch, path=f.path, md5=f.md5) for f in files)
+        batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files))
         urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files], acl=acl)
     return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
 
@@ -85,23 +86,6 @@ def batch_complete(*, user: Requester, archive: ZarrArchive) -> Batch:
         batch.save(update_fields=["state", "sequence", "completed", "reconcile_after"])
         tree_update_schedule(archive)
     return batch
-
-
-def record_sizes(files: Sequence[BatchFile]) -> None:
-    """Store verified sizes in one statement per 1000 rows (bulk_update's CASE per row costs
-    more than the whole tree update of a 500-file batch)."""
-    table = BatchFile._meta.db_table
-    with connection.cursor() as cursor:
-        for start in range(0, len(files), 1000):
-            chunk = files[start : start + 1000]
-            values = ", ".join(["(%s, %s)"] * len(chunk))
-            params = [value for f in chunk for value in (f.pk, f.size)]
-            # VALUES columns are named column1, column2 in both PostgreSQL and SQLite.
-            cursor.execute(
-                f"UPDATE {table} SET size = v.column2 FROM (VALUES {values}) AS v "
-                f"WHERE {table}.id = v.column1",
-                params,
-            )
 
 
 def batch_cancel(
