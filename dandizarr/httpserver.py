@@ -13,12 +13,16 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from django.conf import settings
 from django.core.servers.basehttp import ThreadedWSGIServer
 from gunicorn.app.base import BaseApplication
+
+from zarr_api.background import WORKER, start_periodic_tasks
 
 # Requests served at once: uploads run many PUTs in parallel, and a batch's completion applies
 # it in the request (tasks run inline).
 THREADS = 32
+GRACEFUL_SECONDS = 5
 
 
 class NoDelayMixin:
@@ -75,8 +79,22 @@ def run(host: str, port: int) -> None:
             "workers": 1,
             "worker_class": "gthread",
             "threads": THREADS,
-            "graceful_timeout": 5,
+            "graceful_timeout": GRACEFUL_SECONDS,
             "accesslog": "-",
             "proc_name": "dandizarr",
+            "post_worker_init": _start_background_work,
+            "worker_exit": _finish_background_work,
         },
     ).run()
+
+
+def _start_background_work(worker: Any) -> None:
+    """In the worker process (after the fork): the periodic sweeps Celery beat would send."""
+    if settings.DANDIZARR_TASKS_IN_BACKGROUND:
+        start_periodic_tasks(settings.CELERY_BEAT_SCHEDULE)
+
+
+def _finish_background_work(server: Any, worker: Any) -> None:
+    """Let a running tree update finish before the process exits (it would be redone at the
+    next start, but need not be)."""
+    WORKER.wait_idle(timeout=GRACEFUL_SECONDS)

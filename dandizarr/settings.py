@@ -252,6 +252,11 @@ CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 # Without a broker the tasks run inline, in the request: the embedded single-machine default.
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
 CELERY_TASK_EAGER_PROPAGATES = True
+# Without a broker, ``dandizarr serve`` runs tasks in a background thread of its process
+# (zarr_api.background) instead of inline in the request that scheduled them.
+DANDIZARR_TASKS_IN_BACKGROUND = CELERY_TASK_ALWAYS_EAGER and env_bool(
+    "DANDIZARR_TASKS_IN_BACKGROUND", False
+)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -7,8 +7,11 @@ import logging
 from typing import TYPE_CHECKING
 
 from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerOperationalError
+
+from zarr_api.background import WORKER
 
 if TYPE_CHECKING:
     from zarr_api.models import ZarrArchive
@@ -28,7 +31,8 @@ RESUMED_BY_BEAT = frozenset({APPLY_TREE_UPDATES})
 
 def schedule_on_commit(task_name: str, *args: int, countdown: float | None = None) -> None:
     """Send ``task_name(*args)`` once the current transaction commits (at once outside one),
-    to run ``countdown`` seconds later when given (eager mode runs it at once).
+    to run ``countdown`` seconds later when given (eager mode runs it at once; ``dandizarr
+    serve`` runs it in its background thread, ``zarr_api.background``).
 
     Through a signature, so a task this process knows runs inline when the app is eager
     (``send_task`` would skip that and go to the broker).
@@ -37,6 +41,9 @@ def schedule_on_commit(task_name: str, *args: int, countdown: float | None = Non
     signature = current_app.signature(task_name, args=args, **options)
 
     def send() -> None:
+        if settings.DANDIZARR_TASKS_IN_BACKGROUND:
+            WORKER.submit(task_name, args, countdown)
+            return
         try:
             signature.delay()
         except BrokerOperationalError as error:

@@ -36,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
             "dandizarr serve needs the server: pip install 'dandizarr[server]'"
         ) from None
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr.settings")
+    # With no broker, tasks and the periodic sweeps run in threads of the server process.
+    os.environ.setdefault("DANDIZARR_TASKS_IN_BACKGROUND", "1")
     embedded.mark_embedded()  # a secret key of its own, kept in the data directory
     from django.conf import settings
     from django.core.management import call_command
