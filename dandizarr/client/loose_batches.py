@@ -1,18 +1,18 @@
-"""Sending one loose batch (main thread): start it, PUT its files through the pool, complete
-it; files changed on disk are dropped and expired URLs renewed by starting it again."""
+"""Sending one loose batch (main thread): start it, PUT its files (many at once, through
+libcurl), complete it; files changed on disk are dropped and expired URLs renewed by starting
+it again."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from dandizarr.client.batch_session import BatchSession
 from dandizarr.client.errors import ClientError
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
-from dandizarr.client.storage_puts import PutOutcome, PutStatus, StoragePuts
+from dandizarr.client.storage_puts import PutStatus, StoragePuts
 from dandizarr.client.upload_types import MAX_BATCH_RESTARTS, LocalFile
 
 
@@ -31,7 +31,7 @@ class LooseBatchSender:
         self.result = result
         self.progress = progress
 
-    def send(self, entries: list[LocalFile], pool: ThreadPoolExecutor) -> None:
+    def send(self, entries: list[LocalFile]) -> None:
         pending = entries
         restarts = 0
         while pending:
@@ -39,7 +39,7 @@ class LooseBatchSender:
             urls = self._start(pending)
             self.result.add_time("start", started)
             started = time.perf_counter()
-            outcomes = list(pool.map(self._put, pending, urls))
+            outcomes = self.puts.put_files(self.root, pending, urls, self._stored)
             self.result.add_time("put", started)
             changed = [o.entry for o in outcomes if o.status is PutStatus.CHANGED]
             expired = [o for o in outcomes if o.status is PutStatus.EXPIRED]
@@ -95,18 +95,15 @@ class LooseBatchSender:
     def _complete(self, pending: Sequence[LocalFile], urls: Sequence[str]) -> None:
         def resend(missing: set[str]) -> None:
             again = [(e, u) for e, u in zip(pending, urls, strict=True) if e.path in missing]
-            outcomes = [self._put(e, u, count=False) for e, u in again]
+            outcomes = self.puts.put_files(self.root, [e for e, _ in again], [u for _, u in again])
             bad = [o for o in outcomes if o.status is not PutStatus.OK]
             if bad:
                 raise ClientError(f"uploading {bad[0].entry.path} again failed: {bad[0].error}")
 
         self.session.complete(resend, kind="batch")
 
-    def _put(self, entry: LocalFile, url: str, *, count: bool = True) -> PutOutcome[LocalFile]:
-        outcome = self.puts.put_file(self.root, entry, url)
-        if outcome.status is PutStatus.OK and count:
-            self.progress.advance(1, entry.size)
-        return outcome
+    def _stored(self, entry: LocalFile) -> None:
+        self.progress.advance(1, entry.size)
 
     def _unadvance(self, entries: Iterable[LocalFile]) -> None:
         entries = list(entries)

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import BinaryIO, Generic, TypeVar
+from typing import BinaryIO, Generic, Protocol, TypeVar
 
 import requests
 
 from dandizarr.client.api import ApiClient
+from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
 from dandizarr.client.digests import content_md5
 from dandizarr.client.errors import TransientError
 from dandizarr.client.results import UploadResult
-from dandizarr.client.retry import request_with_retry
+from dandizarr.client.retry import is_transient_status, parse_retry_after, request_with_retry
 from dandizarr.client.upload_types import LocalFile
 
 # Files up to this size are read whole (hashed before the PUT, so a changed file is never
@@ -53,7 +54,9 @@ class HashingReader:
     """A file body for a streamed PUT that hashes what it sends and stops at the declared size."""
 
     def __init__(self, path: Path, size: int) -> None:
-        self._file = path.open("rb")
+        # Opened at the first read: a batch's readers are made together, sent a few at a time.
+        self._path = path
+        self._file: BinaryIO | None = None
         self._remaining = size
         self._size = size
         self.md5 = hashlib.md5()
@@ -62,6 +65,8 @@ class HashingReader:
         return self._size
 
     def read(self, n: int = -1) -> bytes:
+        if self._file is None:
+            self._file = self._path.open("rb")
         if self._remaining <= 0:
             self._file.close()
             return b""
@@ -75,23 +80,32 @@ class HashingReader:
         return data
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
 
-def _storage_refused(response: requests.Response) -> bool:
+class HttpReply(Protocol):
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+def _storage_refused(response: HttpReply) -> bool:
     """Storage turned the URL down as such (expired, or signed wrongly), not the body."""
     if response.status_code == 403:
         return True
     return response.status_code == 400 and "expired" in response.text.lower()
 
 
-def _bad_digest(response: requests.Response) -> bool:
+def _bad_digest(response: HttpReply) -> bool:
     return response.status_code == 400 and (
         "BadDigest" in response.text or "InvalidDigest" in response.text
     )
 
 
-def refused(item: _Item, response: requests.Response) -> PutOutcome[_Item]:
+def refused(item: _Item, response: HttpReply) -> PutOutcome[_Item]:
     """The outcome of a PUT storage did not accept."""
     if _bad_digest(response):
         # What was read matched the hash, so storage got other bytes than were sent.
@@ -111,11 +125,102 @@ class StoragePuts:
     Each PUT sent is counted in ``result.put_requests``.
     """
 
-    def __init__(self, client: ApiClient, result: UploadResult) -> None:
+    def __init__(self, client: ApiClient, result: UploadResult, jobs: int) -> None:
         self.client = client
         self.result = result
         self.aborted = threading.Event()
         self._lock = threading.Lock()
+        self._transfers = CurlTransfers(jobs, client.timeout)
+
+    def close(self) -> None:
+        self._transfers.close()
+
+    def put_files(
+        self,
+        root: Path,
+        entries: Sequence[LocalFile],
+        urls: Sequence[str],
+        on_ok: Callable[[LocalFile], None] = lambda entry: None,
+    ) -> list[PutOutcome[LocalFile]]:
+        """PUT many local files at once (``jobs`` in flight, from this thread), each unless it
+        no longer has the md5 it was hashed with (CHANGED); transient failures are tried again
+        as ``send`` tries them. ``on_ok`` is called as each one is stored."""
+        outcomes: list[PutOutcome[LocalFile] | None] = [None] * len(entries)
+        tries = [0] * len(entries)
+        todo = list(range(len(entries)))
+        while todo:
+            waits = self._put_round(root, entries, urls, todo, outcomes, tries, on_ok)
+            todo = list(waits)
+            if todo:
+                self.client.retries.add(len(todo))
+                self.client.retry.sleep(max(waits.values()))
+        return [
+            o if o is not None else PutOutcome(e, PutStatus.ABORTED)
+            for o, e in zip(outcomes, entries, strict=True)
+        ]
+
+    def _put_round(
+        self,
+        root: Path,
+        entries: Sequence[LocalFile],
+        urls: Sequence[str],
+        todo: Sequence[int],
+        outcomes: list[PutOutcome[LocalFile] | None],
+        tries: list[int],
+        on_ok: Callable[[LocalFile], None],
+    ) -> dict[int, float]:
+        """One try of the ``todo`` files; returns those to try again, each with its wait."""
+        policy = self.client.retry
+        sending: list[int] = []
+        transfers: list[Transfer] = []
+        readers: dict[int, HashingReader] = {}
+        for i in todo:
+            entry = entries[i]
+            body = _file_body(root, entry)
+            if isinstance(body, PutOutcome):
+                outcomes[i] = body
+                continue
+            if isinstance(body, HashingReader):
+                readers[len(sending)] = body
+            sending.append(i)
+            transfers.append(Transfer("PUT", urls[i], _put_headers(entry.md5), body, entry.size))
+        again: dict[int, float] = {}
+
+        def on_reply(number: int, reply: Reply) -> None:
+            i = sending[number]
+            entry = entries[i]
+            tries[i] += 1
+            reader = readers.pop(number, None)
+            if reader is not None:
+                reader.close()
+            if isinstance(reply.reader_error, FileChangedError):
+                outcomes[i] = PutOutcome(entry, PutStatus.CHANGED, str(reply.reader_error))
+            elif reply.reader_error is not None:
+                outcomes[i] = PutOutcome(entry, PutStatus.FAILED, str(reply.reader_error))
+            elif reply.status == 0 or is_transient_status(reply.status):
+                if tries[i] < policy.attempts:
+                    again[i] = policy.delay(tries[i], _retry_after(reply))
+                else:
+                    why = reply.error or f"HTTP {reply.status}"
+                    outcomes[i] = PutOutcome(
+                        entry, PutStatus.FAILED, f"PUT kept failing after {tries[i]} tries: {why}"
+                    )
+            elif reply.ok and reader is not None and reader.md5.hexdigest() != entry.md5:
+                outcomes[i] = PutOutcome(entry, PutStatus.CHANGED, "content differs from its hash")
+            elif reply.ok:
+                outcomes[i] = PutOutcome(entry, PutStatus.OK)
+                on_ok(entry)
+            else:
+                outcomes[i] = refused(entry, reply)
+
+        try:
+            self._transfers.run(transfers, on_reply, self.aborted.is_set)
+        finally:
+            for reader in readers.values():  # not begun: the upload is being abandoned
+                reader.close()
+        with self._lock:
+            self.result.put_requests += sum(tries[i] > 0 for i in sending)
+        return again
 
     def send(self, url: str, md5_hex: str, body_factory: Callable[[], Body]) -> requests.Response:
         """One presigned PUT with its Content-MD5, retried when transient (a fresh body each
@@ -127,10 +232,7 @@ class StoragePuts:
             self.client.retry,
             counter=self.client.retries,
             body_factory=body_factory,
-            headers={
-                "Content-MD5": content_md5(md5_hex),
-                "Content-Type": "application/octet-stream",
-            },
+            headers=_put_headers(md5_hex),
             timeout=self.client.timeout,
         )
         with self._lock:
@@ -182,3 +284,28 @@ class StoragePuts:
         if response.ok:
             return PutOutcome(entry, PutStatus.OK)
         return refused(entry, response)
+
+
+def _put_headers(md5_hex: str) -> dict[str, str]:
+    return {"Content-MD5": content_md5(md5_hex), "Content-Type": "application/octet-stream"}
+
+
+def _retry_after(reply: Reply) -> float | None:
+    return parse_retry_after(reply.headers.get("retry-after")) if reply.status else None
+
+
+def _file_body(root: Path, entry: LocalFile) -> bytes | HashingReader | PutOutcome[LocalFile]:
+    """A local file's PUT body: read whole and checked against its hash when small, else a
+    reader that hashes while it is sent; an outcome when it cannot be sent."""
+    full = root / entry.path
+    try:
+        if entry.size > STREAM_THRESHOLD:
+            return HashingReader(full, entry.size)
+        data = full.read_bytes()
+    except FileNotFoundError:
+        return PutOutcome(entry, PutStatus.CHANGED, "deleted")
+    except OSError as error:
+        return PutOutcome(entry, PutStatus.FAILED, str(error))
+    if len(data) != entry.size or hashlib.md5(data).hexdigest() != entry.md5:
+        return PutOutcome(entry, PutStatus.CHANGED, "content differs from its hash")
+    return data

@@ -192,7 +192,7 @@ class Uploader:
             target=producer.run, args=(paths, remote, info), name="dandizarr-hash", daemon=True
         )
         thread.start()
-        puts = StoragePuts(self.client, self.result)
+        puts = StoragePuts(self.client, self.result, self.client.jobs)
         loose = LooseBatchSender(self.root, self.batches, puts, self.result, self.progress)
         packed = PackBatchSender(
             self.batches,
@@ -216,7 +216,7 @@ class Uploader:
                         item.discard()
                         self.packer.release_slot()
                 else:
-                    loose.send(item, pool)
+                    loose.send(item)
         except BaseException:
             puts.aborted.set()
             pool.shutdown(wait=True, cancel_futures=True)
@@ -228,6 +228,7 @@ class Uploader:
         finally:
             self._stop.set()
             pool.shutdown(wait=True)
+            puts.close()
             thread.join(timeout=5)
             while True:  # shards built ahead and never sent
                 try:
