@@ -1,17 +1,26 @@
 """Download an archive (or one directory of it) with parallel GETs, and verify its checksum.
 
+Every file's URL (and a packed file's byte range of its shard) comes from the paged listing,
+a page of signed URLs per request to the service; the GETs go straight to storage on
+keep-alive connections, ``jobs`` at a time on one event loop (``storage_gets``). Each body is
+hashed as it arrives and its file is renamed into place only when its size and md5 are the
+ones the server's tree records; the tree checksum is computed from those verified md5s and
+compared with the server's. A file whose bytes stay wrong after every try is reported, never
+kept.
+
 Files already present with the right size and md5 are kept, so an interrupted download
-resumes. Each file is written to a temporary name, hashed while written, and renamed into
-place only when its md5 is the one the server's tree records.
+resumes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
-import threading
 import time
+from collections import deque
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
@@ -20,13 +29,72 @@ import requests
 from checksums.local import md5_file
 from dandizarr.client.api import ApiClient
 from dandizarr.client.digests import tree_checksum
-from dandizarr.client.errors import ClientError, TransientError
+from dandizarr.client.errors import ClientError
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import DownloadResult
-from dandizarr.client.retry import TRANSIENT_EXCEPTIONS, request_with_retry
+from dandizarr.client.retry import TRANSIENT_EXCEPTIONS, is_transient_status, parse_retry_after
+from dandizarr.client.storage_gets import (
+    CHUNK,
+    TRANSIENT_GET_ERRORS,
+    Answer,
+    Connections,
+    proxied,
+)
 
-CHUNK = 1 << 20
+# A body up to this size is kept in memory until verified, then written with one call.
+_IN_MEMORY = 8 << 20
+
+# (url, headers, expected status, sink) -> the answer; the body goes to sink when expected.
+Fetch = Callable[[str, dict[str, str], int, Callable[[bytes], None]], Awaitable[Answer]]
+
+
+class _Body:
+    """A file's bytes as they arrive: hashed, kept in memory, or spilled to ``tmp`` when
+    large; placed at the target only through ``place`` (after verification)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.md5 = hashlib.md5()
+        self.size = 0
+        self._parts: list[bytes] = []
+        self._fd: int | None = None
+
+    def write(self, chunk: bytes) -> None:
+        self.md5.update(chunk)
+        self.size += len(chunk)
+        if self._fd is None and self.size <= _IN_MEMORY:
+            self._parts.append(chunk)
+            return
+        if self._fd is None:
+            self._fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            self._parts, pending = [], self._parts
+            for part in pending:
+                _write_all(self._fd, part)
+        _write_all(self._fd, chunk)
+
+    def place(self, target: Path) -> None:
+        if self._fd is None:
+            self._fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            _write_all(self._fd, b"".join(self._parts))
+            self._parts = []
+        os.close(self._fd)
+        self._fd = None
+        os.replace(self.tmp, target)
+
+    def discard(self) -> None:
+        self._parts = []
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.tmp)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class Downloader:
@@ -45,7 +113,8 @@ class Downloader:
         self.progress = progress
         self.result = DownloadResult(server=client.server, zarr_id=zarr_id, dest=str(dest))
         self.result.prefix = self.prefix
-        self._lock = threading.Lock()
+        self._made_directories: set[Path] = set()
+        self._entries: list[tuple[str, int, str]] = []
 
     def run(self) -> DownloadResult:
         started = time.perf_counter()
@@ -64,12 +133,11 @@ class Downloader:
         self.result.bytes = sum(f.size for f in files)
         self.dest.mkdir(parents=True, exist_ok=True)
         self.progress.start(self.result.files, self.result.bytes)
-        entries: list[tuple[str, int, str]] = []
         try:
-            with ThreadPoolExecutor(max_workers=self.client.jobs) as pool:
-                for remote, relative in zip(files, pool.map(self._fetch_one, files), strict=True):
-                    if relative is not None:
-                        entries.append((relative, remote.size, remote.digest))
+            # Threads for what blocks: hashing files already present, asking the service
+            # for a fresh URL, and GETs through a proxy.
+            with ThreadPoolExecutor(max_workers=self.client.jobs) as threads:
+                asyncio.run(self._fetch_all(files, threads))
         finally:
             self.progress.close()
         if self.result.failed_files:
@@ -77,13 +145,58 @@ class Downloader:
                 f"{len(self.result.failed_files)} files could not be downloaded, e.g. "
                 f"{self.result.failed_files[0]}; run the command again to resume"
             )
-        self.result.local_checksum = tree_checksum(entries)
+        # From the md5s verified above: the files on disk are those bytes.
+        self.result.local_checksum = tree_checksum(self._entries)
         self.result.server_checksum = expected
-        if expected is None and not entries:
+        if expected is None and not self._entries:
             self.result.server_checksum = self.result.local_checksum
         self.result.retries = self.client.retries.count
         self.result.elapsed_seconds = time.perf_counter() - started
         return self.result
+
+    async def _fetch_all(self, files: list[RemoteFile], threads: ThreadPoolExecutor) -> None:
+        queue = deque(files)
+        through_proxy = any(f.download_url and proxied(f.download_url) for f in files[:1])
+
+        async def worker(number: int) -> None:
+            connections = Connections()
+            fetch: Fetch = connections.get
+            if through_proxy:
+                fetch = self._threaded_fetch(threads)
+            try:
+                while queue:
+                    await self._fetch_one(queue.popleft(), number, fetch, threads)
+            finally:
+                connections.close()
+
+        await asyncio.gather(*(worker(n) for n in range(min(self.client.jobs, len(files)))))
+
+    def _threaded_fetch(self, threads: ThreadPoolExecutor) -> Fetch:
+        """``fetch`` through ``requests`` in a thread (it honours the proxy settings)."""
+        session = self.client.storage_session
+        timeout = self.client.timeout
+
+        def blocking(
+            url: str, headers: dict[str, str], expect: int, sink: Callable[[bytes], None]
+        ) -> Answer:
+            with session.get(url, headers=headers, stream=True, timeout=timeout) as response:
+                answer = Answer(
+                    response.status_code, {k.lower(): v for k, v in response.headers.items()}
+                )
+                if response.status_code != expect:
+                    answer.error_body = response.raw.read(4096)
+                    return answer
+                for chunk in response.iter_content(CHUNK):
+                    sink(chunk)
+            return answer
+
+        async def fetch(
+            url: str, headers: dict[str, str], expect: int, sink: Callable[[bytes], None]
+        ) -> Answer:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(threads, blocking, url, headers, expect, sink)
+
+        return fetch
 
     def _target(self, path: str) -> tuple[str, Path]:
         relative = path[len(self.prefix) + 1 :] if self.prefix else path
@@ -92,97 +205,114 @@ class Downloader:
             raise ClientError(f"refusing to write the unsafe path {path!r}")
         return relative, self.dest.joinpath(*parts)
 
-    def _fetch_one(self, remote: RemoteFile) -> str | None:
-        """Fetch one file (unless already present); the path relative to the prefix."""
+    async def _fetch_one(
+        self, remote: RemoteFile, worker: int, fetch: Fetch, threads: ThreadPoolExecutor
+    ) -> None:
+        """Fetch one file (unless already present) and record it, or record its failure."""
         relative, target = self._target(remote.path)
-        if (
-            target.is_file()
-            and target.stat().st_size == remote.size
-            and md5_file(target) == remote.digest
-        ):
-            with self._lock:
-                self.result.skipped_files += 1
-            self.progress.advance(1, remote.size)
-            return relative
-        try:
-            self._download(remote, target)
-        except (ClientError, OSError, requests.RequestException) as error:
-            with self._lock:
+        if await self._present(remote, target, threads):
+            self.result.skipped_files += 1
+        else:
+            try:
+                await self._download(remote, target, worker, fetch, threads)
+            except (ClientError, OSError, requests.RequestException) as error:
                 self.result.failed_files.append(remote.path)
-            self.progress.message(f"{remote.path}: {error}")
-            return None
-        with self._lock:
+                self.progress.message(f"{remote.path}: {error}")
+                return
             self.result.downloaded_files += 1
             self.result.downloaded_bytes += remote.size
+        self._entries.append((relative, remote.size, remote.digest))
         self.progress.advance(1, remote.size)
-        return relative
 
-    def _download(self, remote: RemoteFile, target: Path) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{threading.get_ident()}")
+    @staticmethod
+    async def _present(remote: RemoteFile, target: Path, threads: ThreadPoolExecutor) -> bool:
+        """Whether ``target`` already holds this file (a resumed download)."""
+        try:
+            if os.stat(target).st_size != remote.size:
+                return False
+        except OSError:
+            return False
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(threads, md5_file, target) == remote.digest
+
+    def _directory(self, directory: Path) -> None:
+        if directory not in self._made_directories:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._made_directories.add(directory)
+
+    async def _download(
+        self,
+        remote: RemoteFile,
+        target: Path,
+        worker: int,
+        fetch: Fetch,
+        threads: ThreadPoolExecutor,
+    ) -> None:
+        self._directory(target.parent)
+        tmp = target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{worker}")
         if remote.size == 0 and remote.shard_offset is not None:
             # An empty packed file: no bytes in its shard to ask for.
-            tmp.write_bytes(b"")
-            self._verify_and_place(remote, tmp, target, 0, hashlib.md5())
+            self._verify_and_place(remote, _Body(tmp), target)
             return
         policy = self.client.retry
+        loop = asyncio.get_running_loop()
         last: BaseException | None = None
+        retry_after: float | None = None
         located = remote
+        relocate = located.download_url is None
         for attempt in range(1, policy.attempts + 1):
             if attempt > 1:
                 self.client.retries.add()
-                policy.sleep(policy.delay(attempt - 1))
-            if attempt > 1 or located.download_url is None:
+                await asyncio.sleep(policy.delay(attempt - 1, retry_after))
+                retry_after = None
+            if relocate:
                 # A fresh URL from the service: the listing's may have expired.
-                located = self.client.locate(self.zarr_id, remote.path)
+                located = await loop.run_in_executor(
+                    threads, self.client.locate, self.zarr_id, remote.path
+                )
+                relocate = False
             assert located.download_url is not None
             ranged = located.range_header()
+            body = _Body(tmp)
             try:
-                response = request_with_retry(
-                    self.client.storage_session,
-                    "GET",
-                    located.download_url,
-                    policy,
-                    counter=self.client.retries,
-                    stream=True,
-                    timeout=self.client.timeout,
-                    headers={"Range": ranged} if ranged else None,
+                async with asyncio.timeout(self.client.timeout):
+                    answer = await fetch(
+                        located.download_url,
+                        {"Range": ranged} if ranged else {},
+                        206 if ranged else 200,
+                        body.write,
+                    )
+            except (*TRANSIENT_GET_ERRORS, *TRANSIENT_EXCEPTIONS) as error:
+                body.discard()
+                last = error
+                continue
+            if answer.status != (206 if ranged else 200):
+                body.discard()
+                last = ClientError(
+                    f"storage answered HTTP {answer.status}: {answer.error_body[:200]!r}"
                 )
-                if response.status_code != (206 if ranged else 200):
-                    last = ClientError(f"storage answered HTTP {response.status_code}")
-                    response.close()
-                    continue
-                md5 = hashlib.md5()
-                size = 0
-                with response, tmp.open("wb") as out:
-                    for chunk in response.iter_content(CHUNK):
-                        md5.update(chunk)
-                        size += len(chunk)
-                        out.write(chunk)
-            except TRANSIENT_EXCEPTIONS as error:
-                last = error
-                continue
-            except TransientError as error:
-                last = error
+                if is_transient_status(answer.status):
+                    retry_after = parse_retry_after(answer.headers.get("retry-after"))
+                else:
+                    relocate = True  # refused (an expired URL, for one): ask for a new one
                 continue
             try:
-                self._verify_and_place(remote, tmp, target, size, md5)
+                self._verify_and_place(remote, body, target)
                 return
             except ClientError as error:
                 last = error
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+                relocate = True
         raise ClientError(f"download failed after {policy.attempts} tries: {last}")
 
     @staticmethod
-    def _verify_and_place(
-        remote: RemoteFile, tmp: Path, target: Path, size: int, md5: hashlib._Hash
-    ) -> None:
-        """Rename ``tmp`` into place if it is the file the tree records; else ClientError."""
-        if size == remote.size and md5.hexdigest() == remote.digest:
-            os.replace(tmp, target)
+    def _verify_and_place(remote: RemoteFile, body: _Body, target: Path) -> None:
+        """Put the bytes at ``target`` if they are the file the tree records; else discard
+        them and raise ClientError."""
+        if body.size == remote.size and body.md5.hexdigest() == remote.digest:
+            body.place(target)
             return
+        body.discard()
         raise ClientError(
-            f"got {size} bytes with md5 {md5.hexdigest()}, expected {remote.size} bytes "
-            f"with md5 {remote.digest}"
+            f"got {body.size} bytes with md5 {body.md5.hexdigest()}, expected {remote.size} "
+            f"bytes with md5 {remote.digest}"
         )
