@@ -15,12 +15,11 @@ resumes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import os
+import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
@@ -29,6 +28,7 @@ import requests
 from checksums.local import md5_file
 from dandizarr.client.api import ApiClient
 from dandizarr.client.digests import tree_checksum
+from dandizarr.client.download_files import Body, FileWriter
 from dandizarr.client.errors import ClientError
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.progress import Progress
@@ -42,59 +42,8 @@ from dandizarr.client.storage_gets import (
     proxied,
 )
 
-# A body up to this size is kept in memory until verified, then written with one call.
-_IN_MEMORY = 8 << 20
-
 # (url, headers, expected status, sink) -> the answer; the body goes to sink when expected.
 Fetch = Callable[[str, dict[str, str], int, Callable[[bytes], None]], Awaitable[Answer]]
-
-
-class _Body:
-    """A file's bytes as they arrive: hashed, kept in memory, or spilled to ``tmp`` when
-    large; placed at the target only through ``place`` (after verification)."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.md5 = hashlib.md5()
-        self.size = 0
-        self._parts: list[bytes] = []
-        self._fd: int | None = None
-
-    def write(self, chunk: bytes) -> None:
-        self.md5.update(chunk)
-        self.size += len(chunk)
-        if self._fd is None and self.size <= _IN_MEMORY:
-            self._parts.append(chunk)
-            return
-        if self._fd is None:
-            self._fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            self._parts, pending = [], self._parts
-            for part in pending:
-                _write_all(self._fd, part)
-        _write_all(self._fd, chunk)
-
-    def place(self, target: Path) -> None:
-        if self._fd is None:
-            self._fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            _write_all(self._fd, b"".join(self._parts))
-            self._parts = []
-        os.close(self._fd)
-        self._fd = None
-        os.replace(self.tmp, target)
-
-    def discard(self) -> None:
-        self._parts = []
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.tmp)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 class Downloader:
@@ -113,8 +62,10 @@ class Downloader:
         self.progress = progress
         self.result = DownloadResult(server=client.server, zarr_id=zarr_id, dest=str(dest))
         self.result.prefix = self.prefix
-        self._made_directories: set[Path] = set()
         self._entries: list[tuple[str, int, str]] = []
+        self._writer: FileWriter | None = None
+        self._resuming = True
+        self._lock = threading.Lock()
 
     def run(self) -> DownloadResult:
         started = time.perf_counter()
@@ -124,20 +75,28 @@ class Downloader:
             if node.get("type") != "directory":
                 raise ClientError(f"{self.prefix} is not a directory of {self.zarr_id}")
             expected = node["digest"]
+            totals = int(node.get("file_count") or 0), int(node.get("size") or 0)
         else:
             expected = archive.checksum
+            totals = archive.file_count, archive.size
         # Each file's URL (and shard range) from the listing, a page signed at a time: no
-        # request to the service per file unless its URL fails.
-        files = list(self.client.iter_files(self.zarr_id, self.prefix, urls=True))
-        self.result.files = len(files)
-        self.result.bytes = sum(f.size for f in files)
+        # request to the service per file unless its URL fails. The first page before the
+        # first GET, the next ones while the GETs run.
+        pages = self.client.iter_file_pages(self.zarr_id, self.prefix, urls=True)
+        first = next(pages, [])
+        # Into a new or empty directory: no file can be there already, none is looked for.
+        self._resuming = self.dest.is_dir() and any(self.dest.iterdir())
         self.dest.mkdir(parents=True, exist_ok=True)
-        self.progress.start(self.result.files, self.result.bytes)
+        self.progress.start(*totals)
         try:
-            # Threads for what blocks: hashing files already present, asking the service
-            # for a fresh URL, and GETs through a proxy.
-            with ThreadPoolExecutor(max_workers=self.client.jobs) as threads:
-                asyncio.run(self._fetch_all(files, threads))
+            # Threads for what blocks: the next listing pages, hashing files already present,
+            # asking the service for a fresh URL, and GETs through a proxy.
+            with ThreadPoolExecutor(max_workers=self.client.jobs + 1) as threads:
+                self._writer = FileWriter(backlog=2 * self.client.jobs)
+                try:
+                    asyncio.run(self._fetch_all(first, pages, threads))
+                finally:
+                    self._writer.close()
         finally:
             self.progress.close()
         if self.result.failed_files:
@@ -154,22 +113,54 @@ class Downloader:
         self.result.elapsed_seconds = time.perf_counter() - started
         return self.result
 
-    async def _fetch_all(self, files: list[RemoteFile], threads: ThreadPoolExecutor) -> None:
-        queue = deque(files)
-        through_proxy = any(f.download_url and proxied(f.download_url) for f in files[:1])
+    async def _fetch_all(
+        self,
+        first: list[RemoteFile],
+        pages: Iterator[list[RemoteFile]],
+        threads: ThreadPoolExecutor,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        queue: deque[RemoteFile] = deque()
+        arrived = asyncio.Event()
+        listed = False
+
+        def add(page: list[RemoteFile]) -> None:
+            queue.extend(page)
+            self.result.files += len(page)
+            self.result.bytes += sum(f.size for f in page)
+            arrived.set()
+
+        def list_the_rest() -> None:
+            for page in pages:
+                loop.call_soon_threadsafe(add, page)
+
+        async def listing() -> None:
+            nonlocal listed
+            try:
+                await loop.run_in_executor(threads, list_the_rest)
+            finally:
+                listed = True
+                arrived.set()
+
+        through_proxy = any(f.download_url and proxied(f.download_url) for f in first[:1])
 
         async def worker(number: int) -> None:
             connections = Connections()
-            fetch: Fetch = connections.get
-            if through_proxy:
-                fetch = self._threaded_fetch(threads)
+            fetch: Fetch = self._threaded_fetch(threads) if through_proxy else connections.get
             try:
-                while queue:
-                    await self._fetch_one(queue.popleft(), number, fetch, threads)
+                while True:
+                    if queue:
+                        await self._fetch_one(queue.popleft(), number, fetch, threads)
+                    elif listed:
+                        return
+                    else:
+                        arrived.clear()
+                        await arrived.wait()
             finally:
                 connections.close()
 
-        await asyncio.gather(*(worker(n) for n in range(min(self.client.jobs, len(files)))))
+        add(first)
+        await asyncio.gather(listing(), *(worker(n) for n in range(self.client.jobs)))
 
     def _threaded_fetch(self, threads: ThreadPoolExecutor) -> Fetch:
         """``fetch`` through ``requests`` in a thread (it honours the proxy settings)."""
@@ -210,19 +201,34 @@ class Downloader:
     ) -> None:
         """Fetch one file (unless already present) and record it, or record its failure."""
         relative, target = self._target(remote.path)
-        if await self._present(remote, target, threads):
+        if self._resuming and await self._present(remote, target, threads):
             self.result.skipped_files += 1
-        else:
-            try:
-                await self._download(remote, target, worker, fetch, threads)
-            except (ClientError, OSError, requests.RequestException) as error:
-                self.result.failed_files.append(remote.path)
-                self.progress.message(f"{remote.path}: {error}")
+            self._entries.append((relative, remote.size, remote.digest))
+            self.progress.advance(1, remote.size)
+            return
+        try:
+            body = await self._download(remote, target, worker, fetch, threads)
+        except (ClientError, OSError, requests.RequestException) as error:
+            self._failed(remote, error)
+            return
+
+        def placed(error: OSError | None) -> None:
+            if error is not None:
+                self._failed(remote, error)
                 return
-            self.result.downloaded_files += 1
-            self.result.downloaded_bytes += remote.size
-        self._entries.append((relative, remote.size, remote.digest))
-        self.progress.advance(1, remote.size)
+            with self._lock:
+                self.result.downloaded_files += 1
+                self.result.downloaded_bytes += remote.size
+                self._entries.append((relative, remote.size, remote.digest))
+            self.progress.advance(1, remote.size)
+
+        assert self._writer is not None
+        self._writer.put(body, target, placed)
+
+    def _failed(self, remote: RemoteFile, error: BaseException) -> None:
+        with self._lock:
+            self.result.failed_files.append(remote.path)
+        self.progress.message(f"{remote.path}: {error}")
 
     @staticmethod
     async def _present(remote: RemoteFile, target: Path, threads: ThreadPoolExecutor) -> bool:
@@ -235,11 +241,6 @@ class Downloader:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(threads, md5_file, target) == remote.digest
 
-    def _directory(self, directory: Path) -> None:
-        if directory not in self._made_directories:
-            directory.mkdir(parents=True, exist_ok=True)
-            self._made_directories.add(directory)
-
     async def _download(
         self,
         remote: RemoteFile,
@@ -247,13 +248,15 @@ class Downloader:
         worker: int,
         fetch: Fetch,
         threads: ThreadPoolExecutor,
-    ) -> None:
-        self._directory(target.parent)
+    ) -> Body:
+        """The file's bytes, verified (not yet on disk); ClientError when every try failed."""
         tmp = target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{worker}")
         if remote.size == 0 and remote.shard_offset is not None:
             # An empty packed file: no bytes in its shard to ask for.
-            self._verify_and_place(remote, _Body(tmp), target)
-            return
+            empty = Body(tmp)
+            if empty.md5.hexdigest() != remote.digest:
+                raise ClientError(f"an empty file cannot have the md5 {remote.digest}")
+            return empty
         policy = self.client.retry
         loop = asyncio.get_running_loop()
         last: BaseException | None = None
@@ -273,7 +276,7 @@ class Downloader:
                 relocate = False
             assert located.download_url is not None
             ranged = located.range_header()
-            body = _Body(tmp)
+            body = Body(tmp)
             try:
                 async with asyncio.timeout(self.client.timeout):
                     answer = await fetch(
@@ -296,23 +299,12 @@ class Downloader:
                 else:
                     relocate = True  # refused (an expired URL, for one): ask for a new one
                 continue
-            try:
-                self._verify_and_place(remote, body, target)
-                return
-            except ClientError as error:
-                last = error
-                relocate = True
+            if body.size == remote.size and body.md5.hexdigest() == remote.digest:
+                return body
+            body.discard()
+            last = ClientError(
+                f"got {body.size} bytes with md5 {body.md5.hexdigest()}, expected "
+                f"{remote.size} bytes with md5 {remote.digest}"
+            )
+            relocate = True
         raise ClientError(f"download failed after {policy.attempts} tries: {last}")
-
-    @staticmethod
-    def _verify_and_place(remote: RemoteFile, body: _Body, target: Path) -> None:
-        """Put the bytes at ``target`` if they are the file the tree records; else discard
-        them and raise ClientError."""
-        if body.size == remote.size and body.md5.hexdigest() == remote.digest:
-            body.place(target)
-            return
-        body.discard()
-        raise ClientError(
-            f"got {body.size} bytes with md5 {body.md5.hexdigest()}, expected {remote.size} "
-            f"bytes with md5 {remote.digest}"
-        )
