@@ -92,7 +92,7 @@ class Downloader:
             # Threads for what blocks: the next listing pages, hashing files already present,
             # asking the service for a fresh URL, and GETs through a proxy.
             with ThreadPoolExecutor(max_workers=self.client.jobs + 1) as threads:
-                self._writer = FileWriter(backlog=2 * self.client.jobs)
+                self._writer = FileWriter(backlog=self.client.jobs)
                 try:
                     asyncio.run(self._fetch_all(first, pages, threads))
                 finally:
@@ -145,7 +145,7 @@ class Downloader:
         through_proxy = any(f.download_url and proxied(f.download_url) for f in first[:1])
 
         async def worker(number: int) -> None:
-            connections = Connections()
+            connections = Connections(self.client.timeout)
             fetch: Fetch = self._threaded_fetch(threads) if through_proxy else connections.get
             try:
                 while True:
@@ -278,13 +278,12 @@ class Downloader:
             ranged = located.range_header()
             body = Body(tmp)
             try:
-                async with asyncio.timeout(self.client.timeout):
-                    answer = await fetch(
-                        located.download_url,
-                        {"Range": ranged} if ranged else {},
-                        206 if ranged else 200,
-                        body.write,
-                    )
+                answer = await fetch(
+                    located.download_url,
+                    {"Range": ranged} if ranged else {},
+                    206 if ranged else 200,
+                    body.write,
+                )
             except (*TRANSIENT_GET_ERRORS, *TRANSIENT_EXCEPTIONS) as error:
                 body.discard()
                 last = error

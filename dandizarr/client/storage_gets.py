@@ -79,20 +79,23 @@ class Connection:
     """One keep-alive connection to one origin, opened on first use and again after a
     failure; one request at a time."""
 
-    def __init__(self, origin: Origin, ssl_context: ssl.SSLContext | None) -> None:
+    def __init__(self, origin: Origin, ssl_context: ssl.SSLContext | None, timeout: float) -> None:
         self.origin = origin
         self._ssl = ssl_context
+        self._timeout = timeout
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
-    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        if self._reader is None or self._writer is None or self._reader.at_eof():
-            self.close()
-            tls = self._ssl if self.origin.scheme == "https" else None
-            self._reader, self._writer = await asyncio.open_connection(
-                self.origin.host, self.origin.port, ssl=tls, limit=_BUFFER_LIMIT
-            )
-        return self._reader, self._writer
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
+        """The connection, and whether it has carried an exchange before."""
+        if self._reader is not None and self._writer is not None and not self._reader.at_eof():
+            return self._reader, self._writer, True
+        self.close()
+        tls = self._ssl if self.origin.scheme == "https" else None
+        self._reader, self._writer = await asyncio.open_connection(
+            self.origin.host, self.origin.port, ssl=tls, limit=_BUFFER_LIMIT
+        )
+        return self._reader, self._writer, False
 
     def close(self) -> None:
         if self._writer is not None:
@@ -108,31 +111,59 @@ class Connection:
         sink: Callable[[bytes], None],
     ) -> Answer:
         """``GET target``; the body goes to ``sink`` when the status is ``expect``. Raises one
-        of TRANSIENT_GET_ERRORS (the connection closed) when the exchange fails."""
-        try:
-            reader, writer = await self._open()
-            lines = [
-                f"GET {target} HTTP/1.1",
-                f"Host: {host}",
-                f"User-Agent: dandizarr/{__version__}",
-            ]
-            lines += [f"{name}: {value}" for name, value in headers.items()]
-            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-            answer, keep_alive = await _read_head(reader)
-            kept: list[bytes] = []
+        of TRANSIENT_GET_ERRORS (the connection closed) when the exchange fails, TimeoutError
+        when no byte came for ``timeout`` seconds.
 
-            def keep_error(chunk: bytes) -> None:
-                if sum(map(len, kept)) < _ERROR_BODY_LIMIT:
-                    kept.append(chunk)
+        A kept connection the server closed while it was idle fails before any answer: the
+        request is sent again at once on a new one (as every HTTP client does), not counted
+        as a failure."""
+        lines = [f"GET {target} HTTP/1.1", f"Host: {host}", f"User-Agent: dandizarr/{__version__}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        while True:
+            try:
+                answer, keep_alive = await self._exchange(request, expect, sink)
+            except _StaleConnection:
+                self.close()
+                continue
+            except BaseException:
+                self.close()
+                raise
+            if not keep_alive:
+                self.close()
+            return answer
 
-            await _read_body(reader, answer, sink if answer.status == expect else keep_error)
-            answer.error_body = b"".join(kept)[:_ERROR_BODY_LIMIT]
-        except BaseException:
-            self.close()
-            raise
-        if not keep_alive:
-            self.close()
-        return answer
+    async def _exchange(
+        self, request: bytes, expect: int, sink: Callable[[bytes], None]
+    ) -> tuple[Answer, bool]:
+        loop = asyncio.get_running_loop()
+        kept: list[bytes] = []
+
+        def keep_error(chunk: bytes) -> None:
+            if sum(map(len, kept)) < _ERROR_BODY_LIMIT:
+                kept.append(chunk)
+
+        async with asyncio.timeout(self._timeout) as deadline:
+
+            def fed(chunk: bytes) -> None:
+                deadline.reschedule(loop.time() + self._timeout)
+                sink(chunk)
+
+            reader, writer, reused = await self._open()
+            writer.write(request)
+            try:
+                answer, keep_alive = await _read_head(reader)
+            except (ConnectionError, asyncio.IncompleteReadError) as error:
+                if reused:
+                    raise _StaleConnection from error
+                raise
+            await _read_body(reader, answer, fed if answer.status == expect else keep_error)
+        answer.error_body = b"".join(kept)[:_ERROR_BODY_LIMIT]
+        return answer, keep_alive
+
+
+class _StaleConnection(Exception):
+    """A kept connection closed by the server before it answered."""
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
@@ -197,9 +228,11 @@ async def _read_exactly(
 
 
 class Connections:
-    """A worker's connections, one per origin it has talked to."""
+    """A worker's connections, one per origin it has talked to; ``timeout``: the longest
+    wait for the next bytes of an answer."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, timeout: float, ssl_context: ssl.SSLContext | None = None) -> None:
+        self._timeout = timeout
         self._ssl = ssl_context
         self._by_origin: dict[Origin, Connection] = {}
 
@@ -211,7 +244,7 @@ class Connections:
         if connection is None:
             if origin.scheme == "https" and self._ssl is None:
                 self._ssl = ssl.create_default_context()
-            connection = self._by_origin[origin] = Connection(origin, self._ssl)
+            connection = self._by_origin[origin] = Connection(origin, self._ssl, self._timeout)
         return await connection.get(target, host, headers, expect, sink)
 
     def close(self) -> None:

@@ -54,6 +54,14 @@ class Server:
                     self.end_headers()
                     self.wfile.write(BODY)
                     self.close_connection = True
+                elif shape == "then-hang-up":
+                    # Keep-alive by HTTP/1.1's default, then closed without a word (as a
+                    # server does to a connection idle too long).
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(BODY)))
+                    self.end_headers()
+                    self.wfile.write(BODY)
+                    self.close_connection = True
                 elif shape == "close":
                     self.send_response(206)
                     self.send_header("Content-Length", "10")
@@ -86,7 +94,7 @@ def _get_all(urls: list[str], headers: dict[str, str] | None = None) -> list[tup
     """GET each URL in turn on one worker's connections."""
 
     async def run() -> list[tuple[Answer, bytes]]:
-        connections = Connections()
+        connections = Connections(timeout=30)
         results = []
         try:
             for url in urls:
@@ -125,3 +133,11 @@ def test_a_closed_port_raises_a_connection_error() -> None:
     probe.server_close()
     with pytest.raises(OSError):
         _get_all([url])
+
+
+def test_a_kept_connection_the_server_hung_up_is_replaced(server: Server) -> None:
+    results = _get_all([f"{server.url}/then-hang-up", f"{server.url}/length"] * 3)
+    assert [(answer.status, body) for answer, body in results] == [(200, BODY)] * 6
+    # Each hang-up ends the connection it came on; the next answer comes on a new one, which
+    # the next hang-up ends in turn.
+    assert server.connections == 4
