@@ -28,7 +28,7 @@ import requests
 from checksums.local import md5_file
 from dandizarr.client.api import ApiClient
 from dandizarr.client.digests import tree_checksum
-from dandizarr.client.download_files import Body, FileWriter
+from dandizarr.client.download_files import Body, FileWriter, shard_runs, splitter
 from dandizarr.client.errors import ClientError
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.progress import Progress
@@ -120,12 +120,12 @@ class Downloader:
         threads: ThreadPoolExecutor,
     ) -> None:
         loop = asyncio.get_running_loop()
-        queue: deque[RemoteFile] = deque()
+        queue: deque[list[RemoteFile]] = deque()
         arrived = asyncio.Event()
         listed = False
 
         def add(page: list[RemoteFile]) -> None:
-            queue.extend(page)
+            queue.extend(shard_runs(page))
             self.result.files += len(page)
             self.result.bytes += sum(f.size for f in page)
             arrived.set()
@@ -150,7 +150,11 @@ class Downloader:
             try:
                 while True:
                     if queue:
-                        await self._fetch_one(queue.popleft(), number, fetch, threads)
+                        run = queue.popleft()
+                        if len(run) == 1:
+                            await self._fetch_one(run[0], number, fetch, threads)
+                        else:
+                            await self._fetch_run(run, number, fetch, threads)
                     elif listed:
                         return
                     else:
@@ -211,6 +215,47 @@ class Downloader:
         except (ClientError, OSError, requests.RequestException) as error:
             self._failed(remote, error)
             return
+        self._write(remote, relative, target, body)
+
+    async def _fetch_run(
+        self, run: list[RemoteFile], worker: int, fetch: Fetch, threads: ThreadPoolExecutor
+    ) -> None:
+        """Packed files side by side in one shard: one GET of their span, each file's share
+        verified on its own. Any file that does not arrive right this way (the GET failed,
+        its md5 is wrong, it is there already) goes the way of a single file, retries and
+        all."""
+        targets = [self._target(remote.path) for remote in run]
+        if self._resuming:
+            for remote in run:
+                await self._fetch_one(remote, worker, fetch, threads)
+            return
+        bodies = [
+            Body(target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{worker}"))
+            for _, target in targets
+        ]
+        first, last = run[0], run[-1]
+        assert first.download_url is not None and first.shard_offset is not None
+        assert last.shard_offset is not None
+        span = f"bytes={first.shard_offset}-{last.shard_offset + last.size - 1}"
+        feed = splitter(bodies, [remote.size for remote in run])
+        try:
+            answer: Answer | None = await fetch(first.download_url, {"Range": span}, 206, feed)
+        except (*TRANSIENT_GET_ERRORS, *TRANSIENT_EXCEPTIONS):
+            answer = None
+        for remote, (relative, target), body in zip(run, targets, bodies, strict=True):
+            if (
+                answer is not None
+                and answer.status == 206
+                and body.size == remote.size
+                and body.md5.hexdigest() == remote.digest
+            ):
+                self._write(remote, relative, target, body)
+            else:
+                body.discard()
+                await self._fetch_one(remote, worker, fetch, threads)
+
+    def _write(self, remote: RemoteFile, relative: str, target: Path, body: Body) -> None:
+        """Queue a verified body for writing; it is recorded once it is in place."""
 
         def placed(error: OSError | None) -> None:
             if error is not None:

@@ -13,12 +13,18 @@ import hashlib
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+
+from dandizarr.client.models import RemoteFile
 
 # A body up to this size is kept in memory until verified, then written with one call.
 IN_MEMORY = 1 << 20
 WRITER_THREADS = 4
+# Packed files side by side in one shard are asked for with one GET of their whole span, up to
+# this many bytes and files.
+RUN_BYTES = 2 << 20
+RUN_FILES = 1000
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -118,3 +124,48 @@ class FileWriter:
                 placed(error)
             else:
                 placed(None)
+
+
+def shard_runs(files: Iterable[RemoteFile]) -> Iterator[list[RemoteFile]]:
+    """``files`` in order, cut into runs: packed files that follow each other in the same
+    shard object (one byte range covers them all) together, every other file alone."""
+    run: list[RemoteFile] = []
+    span = 0
+    for file in files:
+        if run and (
+            file.size == 0
+            or file.shard_offset is None
+            or file.download_url != run[-1].download_url
+            or file.shard_offset != (run[-1].shard_offset or 0) + run[-1].size
+            or len(run) >= RUN_FILES
+            or span + file.size > RUN_BYTES
+        ):
+            yield run
+            run, span = [], 0
+        run.append(file)
+        span += file.size
+        if file.size == 0 or file.shard_offset is None:
+            yield run
+            run, span = [], 0
+    if run:
+        yield run
+
+
+def splitter(bodies: list[Body], sizes: list[int]) -> Callable[[bytes], None]:
+    """A sink that hands each body its share of one span's bytes, in order (what comes
+    past the last one goes to the last, whose size then tells)."""
+    state = {"index": 0, "left": sizes[0] if sizes else 0}
+
+    def feed(chunk: bytes) -> None:
+        view = memoryview(chunk)
+        while view:
+            index, left = state["index"], state["left"]
+            if left == 0 and index < len(bodies) - 1:
+                state["index"], state["left"] = index + 1, sizes[index + 1]
+                continue
+            take = len(view) if index == len(bodies) - 1 else min(left, len(view))
+            bodies[index].write(bytes(view[:take]))
+            state["left"] = left - take
+            view = view[take:]
+
+    return feed
