@@ -2,9 +2,11 @@
 
 Every file's URL (and a packed file's byte range of its shard) comes from the paged listing,
 a page of signed URLs per request to the service; the GETs go straight to storage on
-keep-alive connections, ``jobs`` at a time on one event loop (``storage_gets``). Each body is
-hashed as it arrives and its file is renamed into place only when its size and md5 are the
-ones the server's tree records; the tree checksum is computed from those verified md5s and
+keep-alive connections, ``jobs`` at a time on one event loop (``storage_gets``); packed files
+side by side in a shard come in one GET of their span (``download_files.shard_runs``). Each
+file's bytes are hashed as they arrive; a file takes its name only once its size and md5 are
+the ones the server's tree records (a few threads, ``FileWriter``, write it under a temporary
+name and rename it). The tree checksum is computed from those verified md5s and
 compared with the server's. A file whose bytes stay wrong after every try is reported, never
 kept.
 
