@@ -276,6 +276,13 @@ class ApiClient:
     ) -> Iterator[RemoteFile]:
         """Every file below ``prefix`` (a directory; empty for all), in path order; with
         ``urls``, each with its download URL (and shard range), signed a page at a time."""
+        for page in self.iter_file_pages(zarr_id, prefix, page_size=page_size, urls=urls):
+            yield from page
+
+    def iter_file_pages(
+        self, zarr_id: str, prefix: str = "", *, page_size: int | None = None, urls: bool = False
+    ) -> Iterator[list[RemoteFile]]:
+        """``iter_files`` a page (one request) at a time."""
         query = {"recursive": "true", "limit": page_size, "urls": "true" if urls else None}
         params: dict[str, Any] | None = {k: v for k, v in query.items() if v}
         url: str | None = self._files_url(zarr_id, prefix)
@@ -286,8 +293,7 @@ class ApiClient:
                 if prefix:
                     raise
                 return  # an empty archive has no root yet
-            for item in page["results"]:
-                yield RemoteFile.from_json(item)
+            yield [RemoteFile.from_json(item) for item in page["results"]]
             url, params = page.get("next"), None  # ``next`` carries the query
 
     def stat(self, zarr_id: str, path: str = "") -> dict[str, Any]:

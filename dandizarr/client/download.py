@@ -1,17 +1,27 @@
 """Download an archive (or one directory of it) with parallel GETs, and verify its checksum.
 
+Every file's URL (and a packed file's byte range of its shard) comes from the paged listing,
+a page of signed URLs per request to the service; the GETs go straight to storage on
+keep-alive connections, ``jobs`` at a time on one event loop (``storage_gets``); packed files
+side by side in a shard come in one GET of their span (``download_files.shard_runs``). Each
+file's bytes are hashed as they arrive; a file takes its name only once its size and md5 are
+the ones the server's tree records (a few threads, ``FileWriter``, write it under a temporary
+name and rename it). The tree checksum is computed from those verified md5s and
+compared with the server's. A file whose bytes stay wrong after every try is reported, never
+kept.
+
 Files already present with the right size and md5 are kept, so an interrupted download
-resumes. Each file is written to a temporary name, hashed while written, and renamed into
-place only when its md5 is the one the server's tree records.
+resumes.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
+import asyncio
 import os
 import threading
 import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
@@ -20,13 +30,22 @@ import requests
 from checksums.local import md5_file
 from dandizarr.client.api import ApiClient
 from dandizarr.client.digests import tree_checksum
-from dandizarr.client.errors import ClientError, TransientError
+from dandizarr.client.download_files import Body, FileWriter, shard_runs, splitter
+from dandizarr.client.errors import ClientError
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import DownloadResult
-from dandizarr.client.retry import TRANSIENT_EXCEPTIONS, request_with_retry
+from dandizarr.client.retry import TRANSIENT_EXCEPTIONS, is_transient_status, parse_retry_after
+from dandizarr.client.storage_gets import (
+    CHUNK,
+    TRANSIENT_GET_ERRORS,
+    Answer,
+    Connections,
+    proxied,
+)
 
-CHUNK = 1 << 20
+# (url, headers, expected status, sink) -> the answer; the body goes to sink when expected.
+Fetch = Callable[[str, dict[str, str], int, Callable[[bytes], None]], Awaitable[Answer]]
 
 
 class Downloader:
@@ -45,6 +64,9 @@ class Downloader:
         self.progress = progress
         self.result = DownloadResult(server=client.server, zarr_id=zarr_id, dest=str(dest))
         self.result.prefix = self.prefix
+        self._entries: list[tuple[str, int, str]] = []
+        self._writer: FileWriter | None = None
+        self._resuming = True
         self._lock = threading.Lock()
 
     def run(self) -> DownloadResult:
@@ -55,21 +77,28 @@ class Downloader:
             if node.get("type") != "directory":
                 raise ClientError(f"{self.prefix} is not a directory of {self.zarr_id}")
             expected = node["digest"]
+            totals = int(node.get("file_count") or 0), int(node.get("size") or 0)
         else:
             expected = archive.checksum
+            totals = archive.file_count, archive.size
         # Each file's URL (and shard range) from the listing, a page signed at a time: no
-        # request to the service per file unless its URL fails.
-        files = list(self.client.iter_files(self.zarr_id, self.prefix, urls=True))
-        self.result.files = len(files)
-        self.result.bytes = sum(f.size for f in files)
+        # request to the service per file unless its URL fails. The first page before the
+        # first GET, the next ones while the GETs run.
+        pages = self.client.iter_file_pages(self.zarr_id, self.prefix, urls=True)
+        first = next(pages, [])
+        # Into a new or empty directory: no file can be there already, none is looked for.
+        self._resuming = self.dest.is_dir() and any(self.dest.iterdir())
         self.dest.mkdir(parents=True, exist_ok=True)
-        self.progress.start(self.result.files, self.result.bytes)
-        entries: list[tuple[str, int, str]] = []
+        self.progress.start(*totals)
         try:
-            with ThreadPoolExecutor(max_workers=self.client.jobs) as pool:
-                for remote, relative in zip(files, pool.map(self._fetch_one, files), strict=True):
-                    if relative is not None:
-                        entries.append((relative, remote.size, remote.digest))
+            # Threads for what blocks: the next listing pages, hashing files already present,
+            # asking the service for a fresh URL, and GETs through a proxy.
+            with ThreadPoolExecutor(max_workers=self.client.jobs + 1) as threads:
+                self._writer = FileWriter(backlog=self.client.jobs)
+                try:
+                    asyncio.run(self._fetch_all(first, pages, threads))
+                finally:
+                    self._writer.close()
         finally:
             self.progress.close()
         if self.result.failed_files:
@@ -77,13 +106,94 @@ class Downloader:
                 f"{len(self.result.failed_files)} files could not be downloaded, e.g. "
                 f"{self.result.failed_files[0]}; run the command again to resume"
             )
-        self.result.local_checksum = tree_checksum(entries)
+        # From the md5s verified above: the files on disk are those bytes.
+        self.result.local_checksum = tree_checksum(self._entries)
         self.result.server_checksum = expected
-        if expected is None and not entries:
+        if expected is None and not self._entries:
             self.result.server_checksum = self.result.local_checksum
         self.result.retries = self.client.retries.count
         self.result.elapsed_seconds = time.perf_counter() - started
         return self.result
+
+    async def _fetch_all(
+        self,
+        first: list[RemoteFile],
+        pages: Iterator[list[RemoteFile]],
+        threads: ThreadPoolExecutor,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        queue: deque[list[RemoteFile]] = deque()
+        arrived = asyncio.Event()
+        listed = False
+
+        def add(page: list[RemoteFile]) -> None:
+            queue.extend(shard_runs(page))
+            self.result.files += len(page)
+            self.result.bytes += sum(f.size for f in page)
+            arrived.set()
+
+        def list_the_rest() -> None:
+            for page in pages:
+                loop.call_soon_threadsafe(add, page)
+
+        async def listing() -> None:
+            nonlocal listed
+            try:
+                await loop.run_in_executor(threads, list_the_rest)
+            finally:
+                listed = True
+                arrived.set()
+
+        through_proxy = any(f.download_url and proxied(f.download_url) for f in first[:1])
+
+        async def worker(number: int) -> None:
+            connections = Connections(self.client.timeout)
+            fetch: Fetch = self._threaded_fetch(threads) if through_proxy else connections.get
+            try:
+                while True:
+                    if queue:
+                        run = queue.popleft()
+                        if len(run) == 1:
+                            await self._fetch_one(run[0], number, fetch, threads)
+                        else:
+                            await self._fetch_run(run, number, fetch, threads)
+                    elif listed:
+                        return
+                    else:
+                        arrived.clear()
+                        await arrived.wait()
+            finally:
+                connections.close()
+
+        add(first)
+        await asyncio.gather(listing(), *(worker(n) for n in range(self.client.jobs)))
+
+    def _threaded_fetch(self, threads: ThreadPoolExecutor) -> Fetch:
+        """``fetch`` through ``requests`` in a thread (it honours the proxy settings)."""
+        session = self.client.storage_session
+        timeout = self.client.timeout
+
+        def blocking(
+            url: str, headers: dict[str, str], expect: int, sink: Callable[[bytes], None]
+        ) -> Answer:
+            with session.get(url, headers=headers, stream=True, timeout=timeout) as response:
+                answer = Answer(
+                    response.status_code, {k.lower(): v for k, v in response.headers.items()}
+                )
+                if response.status_code != expect:
+                    answer.error_body = response.raw.read(4096)
+                    return answer
+                for chunk in response.iter_content(CHUNK):
+                    sink(chunk)
+            return answer
+
+        async def fetch(
+            url: str, headers: dict[str, str], expect: int, sink: Callable[[bytes], None]
+        ) -> Answer:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(threads, blocking, url, headers, expect, sink)
+
+        return fetch
 
     def _target(self, path: str) -> tuple[str, Path]:
         relative = path[len(self.prefix) + 1 :] if self.prefix else path
@@ -92,97 +202,155 @@ class Downloader:
             raise ClientError(f"refusing to write the unsafe path {path!r}")
         return relative, self.dest.joinpath(*parts)
 
-    def _fetch_one(self, remote: RemoteFile) -> str | None:
-        """Fetch one file (unless already present); the path relative to the prefix."""
+    async def _fetch_one(
+        self, remote: RemoteFile, worker: int, fetch: Fetch, threads: ThreadPoolExecutor
+    ) -> None:
+        """Fetch one file (unless already present) and record it, or record its failure."""
         relative, target = self._target(remote.path)
-        if (
-            target.is_file()
-            and target.stat().st_size == remote.size
-            and md5_file(target) == remote.digest
-        ):
-            with self._lock:
-                self.result.skipped_files += 1
+        if self._resuming and await self._present(remote, target, threads):
+            self.result.skipped_files += 1
+            self._entries.append((relative, remote.size, remote.digest))
             self.progress.advance(1, remote.size)
-            return relative
+            return
         try:
-            self._download(remote, target)
+            body = await self._download(remote, target, worker, fetch, threads)
         except (ClientError, OSError, requests.RequestException) as error:
-            with self._lock:
-                self.result.failed_files.append(remote.path)
-            self.progress.message(f"{remote.path}: {error}")
-            return None
-        with self._lock:
-            self.result.downloaded_files += 1
-            self.result.downloaded_bytes += remote.size
-        self.progress.advance(1, remote.size)
-        return relative
+            self._failed(remote, error)
+            return
+        self._write(remote, relative, target, body)
 
-    def _download(self, remote: RemoteFile, target: Path) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{threading.get_ident()}")
+    async def _fetch_run(
+        self, run: list[RemoteFile], worker: int, fetch: Fetch, threads: ThreadPoolExecutor
+    ) -> None:
+        """Packed files side by side in one shard: one GET of their span, each file's share
+        verified on its own. Any file that does not arrive right this way (the GET failed,
+        its md5 is wrong, it is there already) goes the way of a single file, retries and
+        all."""
+        targets = [self._target(remote.path) for remote in run]
+        if self._resuming:
+            for remote in run:
+                await self._fetch_one(remote, worker, fetch, threads)
+            return
+        bodies = [
+            Body(target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{worker}"))
+            for _, target in targets
+        ]
+        first, last = run[0], run[-1]
+        assert first.download_url is not None and first.shard_offset is not None
+        assert last.shard_offset is not None
+        span = f"bytes={first.shard_offset}-{last.shard_offset + last.size - 1}"
+        feed = splitter(bodies, [remote.size for remote in run])
+        try:
+            answer: Answer | None = await fetch(first.download_url, {"Range": span}, 206, feed)
+        except (*TRANSIENT_GET_ERRORS, *TRANSIENT_EXCEPTIONS):
+            answer = None
+        for remote, (relative, target), body in zip(run, targets, bodies, strict=True):
+            if (
+                answer is not None
+                and answer.status == 206
+                and body.size == remote.size
+                and body.md5.hexdigest() == remote.digest
+            ):
+                self._write(remote, relative, target, body)
+            else:
+                body.discard()
+                await self._fetch_one(remote, worker, fetch, threads)
+
+    def _write(self, remote: RemoteFile, relative: str, target: Path, body: Body) -> None:
+        """Queue a verified body for writing; it is recorded once it is in place."""
+
+        def placed(error: OSError | None) -> None:
+            if error is not None:
+                self._failed(remote, error)
+                return
+            with self._lock:
+                self.result.downloaded_files += 1
+                self.result.downloaded_bytes += remote.size
+                self._entries.append((relative, remote.size, remote.digest))
+            self.progress.advance(1, remote.size)
+
+        assert self._writer is not None
+        self._writer.put(body, target, placed)
+
+    def _failed(self, remote: RemoteFile, error: BaseException) -> None:
+        with self._lock:
+            self.result.failed_files.append(remote.path)
+        self.progress.message(f"{remote.path}: {error}")
+
+    @staticmethod
+    async def _present(remote: RemoteFile, target: Path, threads: ThreadPoolExecutor) -> bool:
+        """Whether ``target`` already holds this file (a resumed download)."""
+        try:
+            if os.stat(target).st_size != remote.size:
+                return False
+        except OSError:
+            return False
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(threads, md5_file, target) == remote.digest
+
+    async def _download(
+        self,
+        remote: RemoteFile,
+        target: Path,
+        worker: int,
+        fetch: Fetch,
+        threads: ThreadPoolExecutor,
+    ) -> Body:
+        """The file's bytes, verified (not yet on disk); ClientError when every try failed."""
+        tmp = target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{worker}")
         if remote.size == 0 and remote.shard_offset is not None:
             # An empty packed file: no bytes in its shard to ask for.
-            tmp.write_bytes(b"")
-            self._verify_and_place(remote, tmp, target, 0, hashlib.md5())
-            return
+            empty = Body(tmp)
+            if empty.md5.hexdigest() != remote.digest:
+                raise ClientError(f"an empty file cannot have the md5 {remote.digest}")
+            return empty
         policy = self.client.retry
+        loop = asyncio.get_running_loop()
         last: BaseException | None = None
+        retry_after: float | None = None
         located = remote
+        relocate = located.download_url is None
         for attempt in range(1, policy.attempts + 1):
             if attempt > 1:
                 self.client.retries.add()
-                policy.sleep(policy.delay(attempt - 1))
-            if attempt > 1 or located.download_url is None:
+                await asyncio.sleep(policy.delay(attempt - 1, retry_after))
+                retry_after = None
+            if relocate:
                 # A fresh URL from the service: the listing's may have expired.
-                located = self.client.locate(self.zarr_id, remote.path)
+                located = await loop.run_in_executor(
+                    threads, self.client.locate, self.zarr_id, remote.path
+                )
+                relocate = False
             assert located.download_url is not None
             ranged = located.range_header()
+            body = Body(tmp)
             try:
-                response = request_with_retry(
-                    self.client.storage_session,
-                    "GET",
+                answer = await fetch(
                     located.download_url,
-                    policy,
-                    counter=self.client.retries,
-                    stream=True,
-                    timeout=self.client.timeout,
-                    headers={"Range": ranged} if ranged else None,
+                    {"Range": ranged} if ranged else {},
+                    206 if ranged else 200,
+                    body.write,
                 )
-                if response.status_code != (206 if ranged else 200):
-                    last = ClientError(f"storage answered HTTP {response.status_code}")
-                    response.close()
-                    continue
-                md5 = hashlib.md5()
-                size = 0
-                with response, tmp.open("wb") as out:
-                    for chunk in response.iter_content(CHUNK):
-                        md5.update(chunk)
-                        size += len(chunk)
-                        out.write(chunk)
-            except TRANSIENT_EXCEPTIONS as error:
+            except (*TRANSIENT_GET_ERRORS, *TRANSIENT_EXCEPTIONS) as error:
+                body.discard()
                 last = error
                 continue
-            except TransientError as error:
-                last = error
+            if answer.status != (206 if ranged else 200):
+                body.discard()
+                last = ClientError(
+                    f"storage answered HTTP {answer.status}: {answer.error_body[:200]!r}"
+                )
+                if is_transient_status(answer.status):
+                    retry_after = parse_retry_after(answer.headers.get("retry-after"))
+                else:
+                    relocate = True  # refused (an expired URL, for one): ask for a new one
                 continue
-            try:
-                self._verify_and_place(remote, tmp, target, size, md5)
-                return
-            except ClientError as error:
-                last = error
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+            if body.size == remote.size and body.md5.hexdigest() == remote.digest:
+                return body
+            body.discard()
+            last = ClientError(
+                f"got {body.size} bytes with md5 {body.md5.hexdigest()}, expected "
+                f"{remote.size} bytes with md5 {remote.digest}"
+            )
+            relocate = True
         raise ClientError(f"download failed after {policy.attempts} tries: {last}")
-
-    @staticmethod
-    def _verify_and_place(
-        remote: RemoteFile, tmp: Path, target: Path, size: int, md5: hashlib._Hash
-    ) -> None:
-        """Rename ``tmp`` into place if it is the file the tree records; else ClientError."""
-        if size == remote.size and md5.hexdigest() == remote.digest:
-            os.replace(tmp, target)
-            return
-        raise ClientError(
-            f"got {size} bytes with md5 {md5.hexdigest()}, expected {remote.size} bytes "
-            f"with md5 {remote.digest}"
-        )

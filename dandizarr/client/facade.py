@@ -9,7 +9,6 @@ from dandizarr.client.api import ApiClient
 from dandizarr.client.download import Downloader
 from dandizarr.client.progress import NullProgress, Progress
 from dandizarr.client.results import DownloadResult, UploadResult
-from dandizarr.client.upload import Uploader
 from dandizarr.client.upload_types import UploadOptions
 
 
@@ -57,6 +56,10 @@ class DandizarrClient(ApiClient):
             pack=pack,
             shard_target_bytes=shard_target_bytes,
         )
+        # Uploads bring numpy and the shard builders (``--pack``); a download, ``ls`` or
+        # ``checksum`` starts without them.
+        from dandizarr.client.upload import Uploader
+
         return Uploader(self, Path(root), options, progress or NullProgress()).run()
 
     def download(
