@@ -139,7 +139,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-s3-many-") as tmp:
         base = Path(tmp)
         roots = [base / "src" / f"client{n}.zarr" for n in range(CLIENTS)]
-        paths = [write_nested_files(root, FILES, FILE_SIZE) for root in roots][0]
+        paths = [write_nested_files(root, FILES, FILE_SIZE) for root in roots][0]  # noqa: RUF015
         print(
             f"{CLIENTS} clients x {FILES:,} files of {FILE_SIZE} bytes, {JOBS} parallel PUTs "
             "each; gunicorn 4 workers, 2 Celery workers + beat, PostgreSQL, Redis, SeaweedFS"
@@ -157,7 +157,8 @@ def main() -> None:
             ) as deployment:
                 before = _ceiling(s3, roots, paths, "before")
                 print(
-                    f"  ceiling ({CLIENTS} streams of presigned PUTs), before: {before:,.0f} files/s"
+                    f"  ceiling ({CLIENTS} streams of presigned PUTs), before: "
+                    f"{before:,.0f} files/s"
                 )
                 try:
                     rate, each = _uploads(deployment, roots)
