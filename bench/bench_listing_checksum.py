@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import resource
 import statistics
 import tempfile
 from pathlib import Path
 
-from bench.s3_env import cpu_load, dandizarr_command, run_timed
+from bench.s3_env import Timed, cpu_load, dandizarr_command, run_timed
 
 LINES = int(os.environ.get("BENCH_LISTING_LINES", "1000000"))
 RUNS = int(os.environ.get("BENCH_LISTING_RUNS", "5"))
@@ -45,6 +46,19 @@ def write_listing(target: Path, lines: int, per_directory: int = 100) -> None:
         out.write("".join(batch))
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(argv: list[str]) -> tuple[Timed, float]:
+    """The run and its CPU seconds (user + system): on a shared machine the wall time also
+    counts the time other processes hold the CPUs."""
+    before = _children_cpu()
+    timed = run_timed(argv)
+    return timed, _children_cpu() - before
+
+
 def main() -> None:
     if not DANDI_PYTHON.exists():
         print(f"skipped: {DANDI_PYTHON} is missing (make dandi-venvs)")
@@ -59,9 +73,10 @@ def main() -> None:
         ours_times: list[float] = []
         dandi_times: list[float] = []
         speedups: list[float] = []
+        cpu_speedups: list[float] = []
         for number in range(1, RUNS + 1):
-            ours = run_timed(ours_argv)
-            theirs = run_timed(dandi_argv)
+            ours, ours_cpu = _timed(ours_argv)
+            theirs, theirs_cpu = _timed(dandi_argv)
             ours_digest = ours.output.split()[0]
             dandi_digest = theirs.output.split()[0]
             if ours_digest != dandi_digest:
@@ -70,10 +85,12 @@ def main() -> None:
             ours_times.append(ours.seconds)
             dandi_times.append(theirs.seconds)
             speedups.append(speedup)
+            cpu_speedups.append(theirs_cpu / ours_cpu)
             print(
                 f"  run {number}: dandizarr checksum --listing {ours.seconds:.2f} s "
-                f"({ours.peak_rss_mb:.0f} MB peak), zarr_checksum {theirs.seconds:.2f} s "
-                f"({theirs.peak_rss_mb:.0f} MB peak): {speedup:.1f}x"
+                f"({ours_cpu:.2f} s CPU, {ours.peak_rss_mb:.0f} MB peak), zarr_checksum "
+                f"{theirs.seconds:.2f} s ({theirs_cpu:.2f} s CPU, {theirs.peak_rss_mb:.0f} MB "
+                f"peak): {speedup:.1f}x ({theirs_cpu / ours_cpu:.1f}x in CPU time)"
             )
         print(f"  digest (both): {ours_digest}")
     print(
@@ -85,7 +102,8 @@ def main() -> None:
     verdict = "meets" if worst >= TARGET else "MISSES"
     print(
         f"speedup: min {worst:.1f}x, median {statistics.median(speedups):.1f}x "
-        f"({verdict} the {TARGET:.0f}x-every-run target); {cpu_load()}"
+        f"({verdict} the {TARGET:.0f}x-every-run target); in CPU time min "
+        f"{min(cpu_speedups):.1f}x, median {statistics.median(cpu_speedups):.1f}x; {cpu_load()}"
     )
 
 

@@ -12,7 +12,6 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import IO
@@ -30,9 +29,10 @@ from dandizarr.commands import Subparsers
 from dandizarr.commands.errors import CommandError
 
 _SIZE = re.compile(r"[0-9]+")
-# How much of a listing is read and parsed at once (about 80,000 lines).
-_BLOCK_CHARS = 1 << 22
+# How much of a listing is read and parsed at once (about 20,000 lines).
+_BLOCK_CHARS = 1 << 20
 _md5_part = itemgetter(slice(0, 32))
+_after_md5 = itemgetter(32)
 _path_part = itemgetter(slice(33, None))
 
 
@@ -100,10 +100,13 @@ def _parse_block(text: str) -> Columns | None:
     glued = parts[2::2]
     lines = len(glued)
     # Every line has exactly two tabs iff there are 2 * lines + 1 parts, each glued part has
-    # its first newline right after a 32-character md5, and those are all the newlines.
+    # a newline right after a 32-character md5, and those are all the newlines.
     if len(parts) != 2 * lines + 1 or text.count("\n") != lines or lines == 0:
         return None
-    if set(map(str.find, glued, repeat("\n"))) != {32} or len(glued[-1]) != 33:
+    try:
+        if "".join(map(_after_md5, glued)) != "\n" * lines or len(glued[-1]) != 33:
+            return None
+    except IndexError:  # a glued part shorter than an md5 and its newline
         return None
     md5s = list(map(_md5_part, glued))
     if not all_md5(md5s):
