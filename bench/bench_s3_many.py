@@ -78,8 +78,11 @@ def _ceiling_stream(
     return started, ended
 
 
-def _client_upload(url: str, token: str, dandiset: str, root: str, barrier: Barrier) -> Span:
-    """One client: a DandizarrClient of its own uploading ``root`` into a new archive."""
+def _client_upload(
+    url: str, token: str, dandiset: str, root: str, barrier: Barrier
+) -> tuple[Span, dict[str, float], int]:
+    """One client: a DandizarrClient of its own uploading ``root`` into a new archive; its
+    span, the time in each step of its batches, and its number of batches."""
     with DandizarrClient(url, token, jobs=JOBS) as client:
         barrier.wait()
         started = time.monotonic()
@@ -89,7 +92,7 @@ def _client_upload(url: str, token: str, dandiset: str, root: str, barrier: Barr
         raise RuntimeError(f"{root}: upload did not verify: {result.to_json()}")
     if result.uploaded_files != FILES:
         raise RuntimeError(f"{root}: uploaded {result.uploaded_files} of {FILES} files")
-    return started, ended
+    return (started, ended), dict(result.phase_seconds), result.batches
 
 
 def _aggregate(spans: list[Span]) -> float:
@@ -115,18 +118,27 @@ def _ceiling(s3: SeaweedS3, roots: list[Path], paths: list[str], label: str) -> 
     return _aggregate(spans)
 
 
-def _uploads(deployment: Production, roots: list[Path]) -> tuple[float, list[float]]:
+def _uploads(deployment: Production, roots: list[Path]) -> tuple[float, list[float], str]:
     with DandizarrClient(deployment.url, deployment.token) as client:
         dandiset = client.create_dandiset("bench-many")["identifier"]
     context = multiprocessing.get_context("spawn")
     with context.Manager() as manager:
         barrier = manager.Barrier(CLIENTS)
         with context.Pool(CLIENTS) as pool:
-            spans = pool.starmap(
+            results = pool.starmap(
                 _client_upload,
                 [(deployment.url, deployment.token, dandiset, str(r), barrier) for r in roots],
             )
-    return _aggregate(spans), [FILES / (end - start) for start, end in spans]
+    spans = [span for span, _, _ in results]
+    phases = sorted({name for _, seconds, _ in results for name in seconds})
+    steps = ", ".join(
+        f"{name} {sum(seconds.get(name, 0.0) for _, seconds, _ in results) / CLIENTS:.1f} s"
+        for name in phases
+    )
+    batches = sum(count for _, _, count in results) / CLIENTS
+    wall = sum(end - start for start, end in spans) / CLIENTS
+    where = f"per client (mean): {wall:.1f} s, {batches:.0f} batches; {steps}"
+    return _aggregate(spans), [FILES / (end - start) for start, end in spans], where
 
 
 def main() -> None:
@@ -161,7 +173,7 @@ def main() -> None:
                     f"{before:,.0f} files/s"
                 )
                 try:
-                    rate, each = _uploads(deployment, roots)
+                    rate, each, where = _uploads(deployment, roots)
                 except BaseException:
                     print(deployment.logs_tail())
                     raise
@@ -170,6 +182,7 @@ def main() -> None:
                     f"(each client {', '.join(f'{r:,.0f}' for r in each)} files/s), "
                     "every checksum verified"
                 )
+                print(f"    {where}")
                 after = _ceiling(s3, roots, paths, "after")
                 print(
                     f"  ceiling ({CLIENTS} streams of presigned PUTs), after: {after:,.0f} files/s"
