@@ -13,16 +13,16 @@ The per-file work is one ``rpartition`` and three list appends; everything else
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_left
-from collections.abc import Callable, Collection, Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from operator import itemgetter, lt
+from operator import itemgetter, lt, methodcaller, ne
 
 from checksums.listing import (
-    _HEX_RUN,
     ChecksumFormatError,
     DirectoryEntry,
     DirectoryListing,
+    all_md5,
     check_md5,
     check_size,
     directories_json,
@@ -34,6 +34,8 @@ from checksums.listing import (
 )
 
 OnDirectory = Callable[[str, DirectoryListing], None]
+# A slice of a listing as three columns of equal length: paths, sizes, md5s.
+Columns = tuple[Sequence[str], Sequence[int], Sequence[str]]
 _DOT_NAMES = frozenset({".", ".."})
 
 
@@ -75,8 +77,7 @@ def _bad_names(names: list[str], where: str) -> None:
 
 def _check_columns(names: list[str], md5s: list[str], sizes: list[int], where: str) -> None:
     try:
-        lengths_ok = set(map(len, md5s)) == {32}
-        hex_ok = lengths_ok and _HEX_RUN.fullmatch("".join(md5s)) is not None
+        hex_ok = all_md5(md5s)
     except TypeError:
         hex_ok = False
     if not hex_ok:
@@ -88,13 +89,19 @@ def _check_columns(names: list[str], md5s: list[str], sizes: list[int], where: s
 
 
 def _finish(
-    node: _OpenDir, parent: _OpenDir | None, on_directory: OnDirectory | None
+    node: _OpenDir,
+    parent: _OpenDir | None,
+    on_directory: OnDirectory | None,
+    *,
+    checked: bool = False,
 ) -> tuple[str, int, int]:
-    """Hash a finished directory, add it to its parent, report it."""
+    """Hash a finished directory, add it to its parent, report it. ``checked``: its md5 and
+    size columns were validated already (a chunk at a time)."""
     names, md5s, sizes = node.names, node.md5s, node.sizes
     where = _where(node.path)
     if names:
-        _check_columns(names, md5s, sizes, where)
+        if not checked:
+            _check_columns(names, md5s, sizes, where)
         ordered = sorted(names)
         if ordered != names:  # only for input that is grouped but not sorted
             order = sorted(range(len(names)), key=names.__getitem__)
@@ -131,13 +138,19 @@ def _finish(
     return digest, count, size
 
 
-def _enter(stack: list[_OpenDir], directory: str, on_directory: OnDirectory | None) -> _OpenDir:
+def _enter(
+    stack: list[_OpenDir],
+    directory: str,
+    on_directory: OnDirectory | None,
+    *,
+    checked: bool = False,
+) -> _OpenDir:
     """Make ``directory`` the top of the stack: finish what the listing has left, open the rest."""
     while len(stack) > 1:
         top = stack[-1]
         if directory == top.path or directory.startswith(top.prefix):
             break
-        _finish(stack.pop(), stack[-1], on_directory)
+        _finish(stack.pop(), stack[-1], on_directory, checked=checked)
     top = stack[-1]
     if directory == top.path:
         return top
@@ -236,3 +249,112 @@ def compute_tree(
         if not in_order:
             entries = sorted(entries, key=_path_of)
     return _stream(entries, on_directory)
+
+
+_split_last_slash = methodcaller("rpartition", "/")
+_first = itemgetter(0)
+_last = itemgetter(2)
+_starts_with_slash = methodcaller("startswith", "/")
+
+
+def compute_tree_columns(
+    chunks: Iterable[Columns], *, on_directory: OnDirectory | None = None
+) -> TreeSummary:
+    """``compute_tree`` of a listing given as consecutive chunks of columns, for a listing
+    too large for one tuple per entry (``dandizarr checksum --listing``).
+
+    The same tree, checks and errors as ``compute_tree`` of a one-shot iterator of the entries
+    (UnsortedEntriesError when a directory's entries are not contiguous), but the per-entry
+    work is whole-column passes in C: each run of entries in one directory is added at once.
+    """
+    stack = [_OpenDir("", "")]
+    # While every chunk's md5s and sizes pass a whole-chunk check, directories skip their own;
+    # from the first chunk that fails, each directory finished is checked (and names the bad
+    # entry as the stream would).
+    checked = True
+    for paths, sizes, md5s in chunks:
+        n = len(paths)
+        if len(sizes) != n or len(md5s) != n:
+            raise ChecksumFormatError("malformed columns: paths, sizes and md5s differ in length")
+        if n == 0:
+            continue
+        checked = checked and _valid_columns(sizes, md5s)
+        try:
+            sorted_chunk = all(map(lt, paths, paths[1:]))
+            runs = list(_sorted_runs(paths) if sorted_chunk else _runs(paths))
+        except (TypeError, AttributeError) as error:
+            raise ChecksumFormatError(
+                f"malformed entry (expected (path, size, md5)): {error}"
+            ) from None
+        for start, end, directory, names in runs:
+            if directory:
+                top = stack[-1]
+                if directory != top.path:
+                    top = _enter(stack, directory, on_directory, checked=checked)
+            else:
+                while len(stack) > 1:
+                    _finish(stack.pop(), stack[-1], on_directory, checked=checked)
+                top = stack[0]
+            top.names += names
+            top.sizes += sizes[start:end]
+            top.md5s += md5s[start:end]
+    while len(stack) > 1:
+        _finish(stack.pop(), stack[-1], on_directory, checked=checked)
+    digest, count, size = _finish(stack[0], None, on_directory, checked=checked)
+    return TreeSummary(digest, count, size)
+
+
+def _valid_columns(sizes: Sequence[int], md5s: Sequence[str]) -> bool:
+    """Every size a non-negative int and every md5 32 lowercase hex digits."""
+    try:
+        return set(map(type, sizes)) == {int} and min(sizes) >= 0 and all_md5(md5s)
+    except TypeError:
+        return False
+
+
+# A run: entries start..end-1 of a chunk are the files ``names`` of ``directory``.
+Run = tuple[int, int, str, Sequence[str]]
+
+
+def _relative(directory: str, paths: Sequence[str]) -> None:
+    if not directory:
+        for path in itertools.compress(paths, map(_starts_with_slash, paths)):
+            raise ChecksumFormatError(f"path must be relative: {path!r}")
+
+
+def _sorted_runs(paths: Sequence[str]) -> Iterator[Run]:
+    """The runs of strictly increasing paths: a run is entries with the same number of
+    slashes (found in one pass) within the prefix range of its first entry's directory
+    (found by bisection), so only one path per run is split."""
+    n = len(paths)
+    slashes = list(map(str.count, paths, itertools.repeat("/")))
+    changes = [*itertools.compress(range(1, n), map(ne, slashes[1:], slashes)), n]
+    start = 0
+    while start < n:
+        end = changes[bisect_right(changes, start)]
+        directory = paths[start].rpartition("/")[0]
+        if directory:
+            # Sorted: every path from here up to directory + "0" ("0" follows "/") is below it.
+            end = bisect_left(paths, directory + "0", start, end)
+            names: Sequence[str] = list(
+                map(itemgetter(slice(len(directory) + 1, None)), paths[start:end])
+            )
+        else:
+            names = paths[start:end]
+            _relative(directory, names)
+        yield start, end, directory, names
+        start = end
+
+
+def _runs(paths: Sequence[str]) -> Iterator[Run]:
+    """The runs of paths in any order: each path split once."""
+    n = len(paths)
+    parts = list(map(_split_last_slash, paths))
+    directories = list(map(_first, parts))
+    names = list(map(_last, parts))
+    del parts
+    starts = [0, *itertools.compress(range(1, n), map(ne, directories[1:], directories))]
+    for start, end in zip(starts, [*starts[1:], n], strict=True):
+        directory = directories[start]
+        _relative(directory, paths[start:end])
+        yield start, end, directory, names[start:end]

@@ -6,6 +6,7 @@ from typing import Any
 from celery import Celery, signals
 
 from dandizarr.embedded import MissingSecretKey, require_shared_secret_key
+from zarr_api.storage import get_store
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr.settings")
 
@@ -27,3 +28,11 @@ def _refuse_without_a_shared_secret_key(sender: Any = None, **kwargs: Any) -> No
     except MissingSecretKey as error:
         # SystemExit: Celery logs and ignores a signal handler's ordinary exceptions.
         raise SystemExit(str(error)) from None
+
+
+@signals.worker_init.connect
+def _build_the_store(sender: Any = None, **kwargs: Any) -> None:
+    """A worker builds its store (an S3 client: about a second of CPU) before its first task,
+    not while the first tree update waits (prefork children inherit it unused: no connection
+    is opened before a request)."""
+    get_store()

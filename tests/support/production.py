@@ -349,9 +349,24 @@ class Production:
 
 @contextmanager
 def production(
-    directory: Path, server_database_url: str, s3: SeaweedS3, bucket: str, **env: str
+    directory: Path,
+    server_database_url: str,
+    s3: SeaweedS3,
+    bucket: str,
+    *,
+    web_workers: int = 3,
+    celery_workers: int = 2,
+    **env: str,
 ) -> Iterator[Production]:
-    deployment = Production(directory, server_database_url, s3, bucket, extra_env=env)
+    deployment = Production(
+        directory,
+        server_database_url,
+        s3,
+        bucket,
+        web_workers=web_workers,
+        celery_workers=celery_workers,
+        extra_env=env,
+    )
     try:
         deployment.start()
         yield deployment

@@ -82,6 +82,11 @@ def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot
     """A file may not share its path with a directory, in the batch or in the archive."""
     batch = set(paths)
     ancestors = {a for p in paths for a in _ancestors(p)}
+    # Every .checksum the checks below read, in one parallel read_many, not one GET after
+    # another as each check meets a new directory.
+    snapshot.load(
+        {posixpath.dirname(p) for p in paths} | {posixpath.dirname(a) for a in ancestors - batch}
+    )
     problems: list[Problem] = []
     for path in paths:
         if path in ancestors:

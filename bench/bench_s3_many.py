@@ -1,0 +1,201 @@
+"""Many clients at once in the production shape: gunicorn (4 workers), 2 Celery workers and
+beat on PostgreSQL, Redis and SeaweedFS (``tests.support.production``), and 4 clients, each a
+process of its own with a ``DandizarrClient``, uploading 4 different directories into 4
+archives at the same time. Each checksum is verified.
+
+The ceiling: 4 concurrent streams (processes) of raw presigned PUTs of the same files to the
+same SeaweedFS, each with as many threads as one client uses, signed by the service's S3 store
+(as ``bench_upload``), measured before and after the uploads. Aggregate rate = all files /
+wall time from the first start to the last end (every process is ready before any starts).
+Target: >= 80% of the ceiling. ``BENCH_MANY_FILES`` (per client), ``BENCH_MANY_CLIENTS`` and
+``BENCH_MANY_JOBS`` shrink or grow it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import multiprocessing
+import os
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+from bench.s3_env import cpu_load, write_nested_files
+from dandizarr.client import DandizarrClient
+from dandizarr.client.api import make_session
+from dandizarr.commands.connection import DEFAULT_JOBS
+from objectstore.s3 import S3ObjectStore
+from tests.support.production import Production, production, tools_missing
+from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
+
+FILES = int(os.environ.get("BENCH_MANY_FILES", "2500"))
+CLIENTS = int(os.environ.get("BENCH_MANY_CLIENTS", "4"))
+JOBS = int(os.environ.get("BENCH_MANY_JOBS", str(DEFAULT_JOBS)))
+FILE_SIZE = 4096
+TARGET = 0.80
+DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+Span = tuple[float, float]  # (start, end) on the system-wide monotonic clock
+
+
+def _ceiling_stream(
+    endpoint: str, bucket: str, root: str, paths: list[str], label: str, barrier: Barrier
+) -> Span:
+    """One stream: presign every file's PUT, wait for the others, then PUT them all."""
+    store = S3ObjectStore(
+        bucket,
+        endpoint_url=endpoint,
+        access_key_id=ACCESS_KEY,
+        secret_access_key=SECRET_KEY,
+        region=REGION,
+    )
+    bodies = []
+    urls = []
+    for path in paths:
+        data = (Path(root) / path).read_bytes()
+        digest = hashlib.md5(data).digest()
+        bodies.append((data, base64.b64encode(digest).decode()))
+        urls.append(store.presigned_put_url(f"{label}/{path}", digest.hex(), expires_in=3600))
+    session = make_session(JOBS + 4)
+
+    def put(i: int) -> None:
+        data, md5 = bodies[i]
+        response = session.put(urls[i], data=data, headers={"Content-MD5": md5}, timeout=60)
+        response.raise_for_status()
+
+    barrier.wait()
+    started = time.monotonic()
+    with ThreadPoolExecutor(JOBS) as pool:
+        list(pool.map(put, range(len(paths))))
+    ended = time.monotonic()
+    session.close()
+    return started, ended
+
+
+def _client_upload(
+    url: str, token: str, dandiset: str, root: str, barrier: Barrier
+) -> tuple[Span, dict[str, float], int]:
+    """One client: a DandizarrClient of its own uploading ``root`` into a new archive; its
+    span, the time in each step of its batches, and its number of batches."""
+    with DandizarrClient(url, token, jobs=JOBS) as client:
+        barrier.wait()
+        started = time.monotonic()
+        result = client.upload(root, dandiset=dandiset, name=Path(root).name)
+        ended = time.monotonic()
+    if not result.ok:
+        raise RuntimeError(f"{root}: upload did not verify: {result.to_json()}")
+    if result.uploaded_files != FILES:
+        raise RuntimeError(f"{root}: uploaded {result.uploaded_files} of {FILES} files")
+    return (started, ended), dict(result.phase_seconds), result.batches
+
+
+def _aggregate(spans: list[Span]) -> float:
+    """Files per second over all streams, first start to last end."""
+    wall = max(end for _, end in spans) - min(start for start, _ in spans)
+    return CLIENTS * FILES / wall
+
+
+def _ceiling(s3: SeaweedS3, roots: list[Path], paths: list[str], label: str) -> float:
+    bucket = f"bench-many-ceiling-{label}"
+    s3.create_bucket(bucket)
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        barrier = manager.Barrier(CLIENTS)
+        with context.Pool(CLIENTS) as pool:
+            spans = pool.starmap(
+                _ceiling_stream,
+                [
+                    (s3.endpoint_url, bucket, str(root), paths, f"{label}{n}", barrier)
+                    for n, root in enumerate(roots)
+                ],
+            )
+    return _aggregate(spans)
+
+
+def _uploads(deployment: Production, roots: list[Path]) -> tuple[float, list[float], str]:
+    with DandizarrClient(deployment.url, deployment.token) as client:
+        dandiset = client.create_dandiset("bench-many")["identifier"]
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        barrier = manager.Barrier(CLIENTS)
+        with context.Pool(CLIENTS) as pool:
+            results = pool.starmap(
+                _client_upload,
+                [(deployment.url, deployment.token, dandiset, str(r), barrier) for r in roots],
+            )
+    spans = [span for span, _, _ in results]
+    phases = sorted({name for _, seconds, _ in results for name in seconds})
+    steps = ", ".join(
+        f"{name} {sum(seconds.get(name, 0.0) for _, seconds, _ in results) / CLIENTS:.1f} s"
+        for name in phases
+    )
+    batches = sum(count for _, _, count in results) / CLIENTS
+    wall = sum(end - start for start, end in spans) / CLIENTS
+    where = f"per client (mean): {wall:.1f} s, {batches:.0f} batches; {steps}"
+    return _aggregate(spans), [FILES / (end - start) for start, end in spans], where
+
+
+def main() -> None:
+    missing = tools_missing()
+    if missing:
+        print(f"skipped: {', '.join(missing)} missing")
+        return
+    # A terminated benchmark still stops the servers it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with tempfile.TemporaryDirectory(prefix="bench-s3-many-") as tmp:
+        base = Path(tmp)
+        roots = [base / "src" / f"client{n}.zarr" for n in range(CLIENTS)]
+        paths = [write_nested_files(root, FILES, FILE_SIZE) for root in roots][0]  # noqa: RUF015
+        print(
+            f"{CLIENTS} clients x {FILES:,} files of {FILE_SIZE} bytes, {JOBS} parallel PUTs "
+            "each; gunicorn 4 workers, 2 Celery workers + beat, PostgreSQL, Redis, SeaweedFS"
+        )
+        s3 = SeaweedS3(base / "seaweedfs")
+        bucket = f"bench-many-{uuid.uuid4().hex[:8]}"
+        try:
+            with production(
+                base / "deployment",
+                DATABASE_URL,
+                s3,
+                bucket,
+                web_workers=4,
+                celery_workers=2,
+            ) as deployment:
+                before = _ceiling(s3, roots, paths, "before")
+                print(
+                    f"  ceiling ({CLIENTS} streams of presigned PUTs), before: "
+                    f"{before:,.0f} files/s"
+                )
+                try:
+                    rate, each, where = _uploads(deployment, roots)
+                except BaseException:
+                    print(deployment.logs_tail())
+                    raise
+                print(
+                    f"  {CLIENTS} x dandizarr upload at once: {rate:,.0f} files/s aggregate "
+                    f"(each client {', '.join(f'{r:,.0f}' for r in each)} files/s), "
+                    "every checksum verified"
+                )
+                print(f"    {where}")
+                after = _ceiling(s3, roots, paths, "after")
+                print(
+                    f"  ceiling ({CLIENTS} streams of presigned PUTs), after: {after:,.0f} files/s"
+                )
+        finally:
+            s3.stop()
+    ratio = rate / ((before + after) / 2)
+    verdict = "meets" if ratio >= TARGET else "MISSES"
+    print(
+        f"aggregate / ceiling: {ratio:.0%} of the mean ceiling ({rate / max(before, after):.0%} "
+        f"of the better one) ({verdict} the {TARGET:.0%} target); {cpu_load()}"
+    )
+
+
+if __name__ == "__main__":
+    main()
