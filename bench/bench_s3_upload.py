@@ -3,7 +3,7 @@
 10,000 chunk files of 4 KiB (a Zarr v2 array whose keys nest as ``0/i/j/k``) uploaded by:
 - ``dandizarr upload`` (the CLI, a process of its own) into ``dandizarr serve`` on S3,
 - the ceiling: presigned PUTs of the same files, signed like the service's, sent by this
-  process with the client's HTTP sessions and the same number of threads (before and after),
+  process through the client's own transfer engine, as many at once (before and after),
 - ``s5cmd cp``, ``rclone copy`` and ``aws s3 sync`` of the same directory into other prefixes,
 - the newest ``dandi upload`` into the same service (benchmark 2: the DANDI client's flow).
 
@@ -13,7 +13,6 @@ file and ends with the server's checksum equal to the local one. Rounds: ``BENCH
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -24,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import requests
@@ -39,7 +37,8 @@ from bench.s3_env import (
     service_on,
     tool,
 )
-from dandizarr.client.api import make_session
+from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
+from dandizarr.client.digests import content_md5
 from objectstore.s3 import S3ObjectStore
 from tests.support.seaweedfs import ACCESS_KEY, SECRET_KEY
 
@@ -93,33 +92,36 @@ def local_files(root: Path) -> list[str]:
 
 def ceiling(s3: S3Service, src: Path, paths: list[str], prefix: str) -> float:
     """Presigned PUTs (Content-MD5 signed, as the service signs them) of the files, from this
-    process, ``JOBS`` threads on the client's HTTP sessions; files/s of the PUTs alone."""
+    process, through the client's own transfer engine with as many connections as the client
+    uses: files/s of the PUTs alone (files read beforehand)."""
     store = S3ObjectStore(
         s3.bucket,
         endpoint_url=s3.endpoint_url,
         access_key_id=ACCESS_KEY,
         secret_access_key=SECRET_KEY,
     )
-    bodies = []
-    for path in paths:
-        data = (src / path).read_bytes()
-        bodies.append((data, hashlib.md5(data).digest()))
+    bodies = [(src / path).read_bytes() for path in paths]
+    md5s = [hashlib.md5(data).hexdigest() for data in bodies]
     urls = store.presigned_put_urls(
-        [(f"{prefix}/{p}", digest.hex()) for p, (_, digest) in zip(paths, bodies, strict=True)],
-        expires_in=3600,
+        [(f"{prefix}/{p}", md5) for p, md5 in zip(paths, md5s, strict=True)], expires_in=3600
     )
-    session = make_session(JOBS + 4)
+    transfers = [
+        Transfer("PUT", url, {"Content-MD5": content_md5(md5)}, data)
+        for url, md5, data in zip(urls, md5s, bodies, strict=True)
+    ]
+    failed: list[int] = []
 
-    def put(i: int) -> None:
-        data, digest = bodies[i]
-        headers = {"Content-MD5": base64.b64encode(digest).decode()}
-        session.put(urls[i], data=data, headers=headers, timeout=60).raise_for_status()
+    def on_reply(number: int, reply: Reply) -> None:
+        if not reply.ok:
+            failed.append(number)
 
+    engine = CurlTransfers(JOBS, timeout=60)
     started = time.perf_counter()
-    with ThreadPoolExecutor(JOBS) as pool:
-        list(pool.map(put, range(len(paths))))
+    engine.run(transfers, on_reply)
     elapsed = time.perf_counter() - started
-    session.close()
+    engine.close()
+    if failed:
+        raise RuntimeError(f"{len(failed)} ceiling PUTs failed")
     return len(paths) / elapsed
 
 

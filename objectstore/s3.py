@@ -26,7 +26,7 @@ from objectstore.base import (
     strip_etag,
     validate_range,
 )
-from objectstore.s3_listing import ListingParserFactory
+from objectstore.s3_listing import use_fast_listing
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -66,7 +66,7 @@ class S3ObjectStore(ObjectStore):
         self._session = boto3.session.Session(
             aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key
         )
-        self._session._session.register_component("response_parser_factory", ListingParserFactory())
+        use_fast_listing(self._session._session)
         self.client = self._make_client(
             self._session, endpoint_url, region, max(max_pool_connections, concurrency)
         )

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 from xml.etree import ElementTree
 
+from botocore import handlers
 from botocore.parsers import ResponseParserFactory
+from botocore.session import Session
 
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _LISTING_SHAPE = "ListObjectsV2Output"
@@ -35,9 +37,14 @@ def _text(element: ElementTree.Element, name: str) -> str | None:
     return None if found is None else (found.text or "")
 
 
-def parse_listing(body: bytes) -> dict[str, Any]:
+# Where the reply's XML tree, parsed once by ``_check_listing_reply``, waits for the parser.
+_ROOT = "dandizarr_listing_root"
+
+
+def parse_listing(body: bytes, root: ElementTree.Element | None = None) -> dict[str, Any]:
     """The fields of a ListObjectsV2 reply that the store reads, as botocore names them."""
-    root = ElementTree.fromstring(body)
+    if root is None:
+        root = ElementTree.fromstring(body)
     ns = _NS if root.tag.startswith(_NS) else ""
     parsed: dict[str, Any] = {}
     for name in _TOP_LEVEL:
@@ -84,7 +91,7 @@ class _ListingParser:
             and response.get("status_code") == 200
             and response.get("body")
         ):
-            parsed = parse_listing(response["body"])
+            parsed = parse_listing(response["body"], response.get(_ROOT))
             parsed["ResponseMetadata"] = {
                 "HTTPStatusCode": 200,
                 "HTTPHeaders": dict(response.get("headers", {})),
@@ -101,3 +108,37 @@ class ListingParserFactory(ResponseParserFactory):
 
     def create_parser(self, protocol_name: str) -> Any:
         return _ListingParser(super().create_parser(protocol_name))
+
+
+# botocore's check that an S3 reply of 200 is not an error in disguise (an <Error> body, or a
+# body cut short): it parses the whole body a first time, for every operation.
+_BOTOCORE_200_CHECK = getattr(handlers, "_handle_200_error", None)
+
+
+def _check_200_reply(operation_model: Any, response_dict: dict[str, Any], **kwargs: Any) -> None:
+    """botocore's check, except that a listing's body is parsed once for both the check and
+    the parser."""
+    if operation_model.name != "ListObjectsV2":
+        if _BOTOCORE_200_CHECK is not None:
+            _BOTOCORE_200_CHECK(operation_model, response_dict, **kwargs)
+        return
+    if response_dict.get("status_code") != 200 or not response_dict.get("body"):
+        return
+    try:
+        root = ElementTree.fromstring(response_dict["body"])
+    except ElementTree.ParseError:
+        response_dict["status_code"] = 500  # cut short: retried, as botocore does
+        return
+    if root.tag == "Error":
+        response_dict["status_code"] = 500
+        return
+    response_dict[_ROOT] = root
+
+
+def use_fast_listing(session: Session) -> None:
+    """Make the clients this botocore session creates from now on parse listings here."""
+    session.register_component("response_parser_factory", ListingParserFactory())
+    if _BOTOCORE_200_CHECK is not None:
+        events = session.get_component("event_emitter")
+        events.unregister("before-parse.s3.*", _BOTOCORE_200_CHECK)
+        events.register_first("before-parse.s3.*", _check_200_reply)
