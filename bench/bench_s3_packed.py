@@ -289,16 +289,19 @@ def part_c(tmp: Path) -> None:
             file_ms = browse_ms(service, zarr_id, chunk)
             audit_seconds, audit_mb, verdict = audit(service, zarr_id)
             service_mb = peak_rss_mb(service.pid)
+        wall_target = target(done["wall"], TARGET_SECONDS * scale, "s")
+        audit_target = target(audit_seconds, TARGET_AUDIT_SECONDS * scale, "s")
         print(
-            f"   {label}: {done['wall']:.1f} s wall {target(done['wall'], TARGET_SECONDS * scale, 's')}, "
+            f"   {label}: {done['wall']:.1f} s wall {wall_target}, "
             f"{MILLION / done['wall']:,.0f} files/s; {counts['zarr']} loose + "
             f"{counts['zarr_shards']} shard objects; checksum {done['server_checksum']} verified\n"
             f"     peak RSS: service {service_mb:.0f} MB "
             f"{target(service_mb, TARGET_SERVICE_MB, 'MB')}, client {done['client_mb']:.0f} MB "
             f"{target(done['client_mb'], TARGET_CLIENT_MB, 'MB')}\n"
-            f"     browse (median of {BROWSE_REQUESTS}): directory {directory}/ {directory_ms:.1f} ms "
+            f"     browse (median of {BROWSE_REQUESTS}): directory {directory}/ "
+            f"{directory_ms:.1f} ms "
             f"{target(directory_ms, TARGET_BROWSE_MS, 'ms')}, file {chunk} {file_ms:.1f} ms\n"
-            f"     audit: {audit_seconds:.1f} s {target(audit_seconds, TARGET_AUDIT_SECONDS * scale, 's')}, "
+            f"     audit: {audit_seconds:.1f} s {audit_target}, "
             f"peak {audit_mb:.0f} MB, {verdict}\n"
             f"     client phases: {_phases(done)}"
         )
