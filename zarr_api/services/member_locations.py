@@ -55,15 +55,18 @@ def locations_apply(
         return result
     dead: Counter[int] = Counter()
     were_members: set[str] = set()
-    paths = list(final)
-    for start in range(0, len(paths), 1000):
-        chunk = paths[start : start + 1000]
-        old = ShardMember.objects.filter(archive=archive, path__in=chunk)
-        for shard_id, length, path in old.values_list("shard_id", "length", "path"):
-            dead[shard_id] += length
-            were_members.add(path)
-        if were_members:
-            old.delete()
+    # The members the batches' paths had (one query: the batches' rows are in the database).
+    old = ShardMember.objects.filter(
+        archive=archive,
+        path__in=BatchFile.objects.filter(batch_id__in=batch_ids).values("path"),
+    )
+    for shard_id, length, path in old.values_list("shard_id", "length", "path").iterator(
+        chunk_size=2000
+    ):
+        dead[shard_id] += length
+        were_members.add(path)
+    if were_members:
+        old.delete()
     rows_insert(
         ShardMember,
         ("archive", "path", "shard", "offset", "length", "md5", "slot"),
