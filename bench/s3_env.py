@@ -172,3 +172,11 @@ def cpu_load() -> str:
     """The machine's load averages and CPU count, for the figures' context."""
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+@contextmanager
+def local_service(data_dir: Path, **env: str) -> Iterator[tuple[str, str, int]]:
+    """``dandizarr serve`` as ``make serve`` runs it (SQLite, local storage under ``data_dir``,
+    tasks inline): its URL, admin token and pid (for its peak RSS)."""
+    with serve_process(data_dir, **env) as (url, token):
+        yield url, token, _serve_pid(url)

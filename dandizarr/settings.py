@@ -232,8 +232,9 @@ DANDIZARR_RECONCILE_SWEEP_SECONDS = env_int("DANDIZARR_RECONCILE_SWEEP_SECONDS",
 DANDIZARR_PACK_MEMBER_LIMIT = env_int("DANDIZARR_PACK_MEMBER_LIMIT", 100_000)
 DANDIZARR_SHARD_TARGET_BYTES = env_int("DANDIZARR_SHARD_TARGET_BYTES", 64 << 20)
 DANDIZARR_SHARD_COMPACT_PERCENT = env_int("DANDIZARR_SHARD_COMPACT_PERCENT", 50)
-# Decoded .checksum listings kept per process for browsing, in entries (files + directories).
-DANDIZARR_LISTING_CACHE_ENTRIES = env_int("DANDIZARR_LISTING_CACHE_ENTRIES", 1_000_000)
+# Decoded .checksum listings kept per process for browsing, in entries (files + directories):
+# about 200 bytes each, so the default holds the service near 40 MB of them.
+DANDIZARR_LISTING_CACHE_ENTRIES = env_int("DANDIZARR_LISTING_CACHE_ENTRIES", 200_000)
 
 # Tests only: kill the process at this named step (zarr_api.crash.crash_point).
 DANDIZARR_CRASH_AT = env("DANDIZARR_CRASH_AT")

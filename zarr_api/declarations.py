@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per file: no __dict__
 class FileDeclaration:
     """A file of a loose upload batch: where it goes and the md5 its PUT must carry."""
 
@@ -14,7 +14,7 @@ class FileDeclaration:
     md5: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per file: no __dict__
 class MemberDeclaration:
     """A file packed in a shard: its bytes at ``offset`` (and its inner chunk ``slot``)."""
 

@@ -10,6 +10,7 @@ so that a download lands as the same files on every operating system.
 from __future__ import annotations
 
 import uuid
+from functools import lru_cache
 
 from checksums import is_md5
 from checksums.paths import parent
@@ -23,9 +24,17 @@ _ANY_ZARR_ID = uuid.UUID(int=0)
 
 def path_problem(path: object) -> str | None:
     """Why ``path`` is not a valid archive file path, or None when it is."""
-    return _name_problem(path) or _keys_problem(
-        file_key(_ANY_ZARR_ID, str(path)), checksum_key(_ANY_ZARR_ID, parent(str(path)))
+    return (
+        _name_problem(path)
+        or _keys_problem(file_key(_ANY_ZARR_ID, str(path)))
+        or _directory_keys_problem(parent(str(path)))
     )
+
+
+@lru_cache(maxsize=4096)
+def _directory_keys_problem(directory: str) -> str | None:
+    """The ``.checksum`` key of a directory: checked once for the many files it holds."""
+    return _keys_problem(checksum_key(_ANY_ZARR_ID, directory))
 
 
 def shard_name_problem(name: object) -> str | None:

@@ -46,7 +46,7 @@ class Archive:
         return cls(**_known(cls, data))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per file: no __dict__
 class RemoteFile:
     """One file of an archive's tree: its path, size and md5 (hex), and where its bytes are
     when the service said (a file's entry, or a listing with ``urls``)."""

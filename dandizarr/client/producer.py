@@ -91,8 +91,9 @@ class BatchProducer:
                     return
             if held:
                 assert self.packer is not None  # only the packer holds files back
-                plans, loose = self.packer.plan_shards([e.path for e in held])
                 by_path = {e.path: e for e in held}
+                del held[:]  # by_path holds them
+                plans, loose = self.packer.plan_shards(by_path)
                 for path in loose:
                     if not add_loose(by_path[path]):
                         return

@@ -14,6 +14,7 @@ in the batch: a file that changed on disk since it was hashed is not uploaded bu
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import threading
@@ -35,7 +36,7 @@ from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
 from dandizarr.client.shards import PackBatch, PreparedShard, ShardBuilder
 from dandizarr.client.storage_puts import StoragePuts
-from dandizarr.client.upload_types import UploadOptions
+from dandizarr.client.upload_types import LocalFile, UploadOptions
 
 
 class Uploader:
@@ -89,8 +90,11 @@ class Uploader:
         local = list(iter_local_files(self.root))
         self.result.local_files = len(local)
         self.result.local_bytes = sum(size for _, size in local)
-        local_paths = {path for path, _ in local}
+        paths = [path for path, _ in local]
+        del local  # a tuple per file: only the paths are kept
+        local_paths = set(paths) if remote else set()
         remote_only = [path for path in remote if path not in local_paths]
+        del local_paths
         if remote_only and self.options.sync:
             self.progress.message(f"deleting {len(remote_only):,} files absent locally...")
             self.client.delete_files(self.zarr_id, remote_only)
@@ -104,17 +108,18 @@ class Uploader:
                 )
         if self.packer is not None:
             self.packer.after_build = self.after_build
-            self.packer.plan_layouts([path for path, _ in local], info)
+            self.packer.plan_layouts(paths, info)
         self.result.add_time("scan", scan_started)
         self.progress.start(self.result.local_files, self.result.local_bytes)
         try:
-            hashed = self._pipeline([path for path, _ in local], remote, info)
+            hashed = self._pipeline(paths, remote, info)
         finally:
             self.progress.close()
             if self.packer is not None:
                 self.packer.cleanup()
         verify_started = time.perf_counter()
-        self._verify(hashed, remote if not self.options.sync else {}, local_paths)
+        kept = [] if self.options.sync else [remote[path] for path in remote_only]
+        self._verify(hashed, kept)
         self.result.add_time("verify", verify_started)
         self.result.retries = self.client.retries.count
         self.result.elapsed_seconds = time.perf_counter() - started
@@ -161,28 +166,30 @@ class Uploader:
             )
         return archive
 
-    def _verify(
-        self,
-        hashed: list[tuple[str, int, str]],
-        remote: dict[str, RemoteFile],
-        local_paths: set[str],
-    ) -> None:
-        self.result.local_checksum = tree_checksum(hashed)
-        kept = [(f.path, f.size, f.digest) for p, f in remote.items() if p not in local_paths]
+    def _verify(self, hashed: list[LocalFile], kept: list[RemoteFile]) -> None:
+        """``hashed``: every local file as hashed; ``kept``: remote files absent locally."""
+        self.result.local_checksum = tree_checksum((e.path, e.size, e.md5) for e in hashed)
         self.result.expected_checksum = (
-            tree_checksum(hashed + kept) if kept else self.result.local_checksum
+            tree_checksum(
+                itertools.chain(
+                    ((e.path, e.size, e.md5) for e in hashed),
+                    ((f.path, f.size, f.digest) for f in kept),
+                )
+            )
+            if kept
+            else self.result.local_checksum
         )
         archive = self.client.wait_for_checksum(
             self.zarr_id, timeout=self.options.checksum_timeout, progress=self.progress
         )
         self.result.server_checksum = archive.checksum
-        if archive.checksum is None and archive.file_count == 0 and not hashed + kept:
+        if archive.checksum is None and archive.file_count == 0 and not hashed and not kept:
             self.result.server_checksum = self.result.expected_checksum
 
     def _pipeline(
         self, paths: list[str], remote: dict[str, RemoteFile], info: ServiceInfo
-    ) -> list[tuple[str, int, str]]:
-        """Hash and send every batch; (path, size, md5) of every local file hashed."""
+    ) -> list[LocalFile]:
+        """Hash and send every batch; every local file as hashed."""
         assert self.batches is not None
         produced: queue.Queue[Produced] = queue.Queue(maxsize=4)
         producer = BatchProducer(
@@ -237,7 +244,7 @@ class Uploader:
                     break
                 if isinstance(left, PackBatch):
                     left.discard()
-        return [(e.path, e.size, e.md5) for e in producer.entries]
+        return producer.entries
 
     def _cancel_quietly(self) -> None:
         """Cancel our batch on the way out of a failure; the original error matters more."""

@@ -10,7 +10,7 @@ DEFAULT_MAX_BATCH_BYTES = 2 << 30
 MAX_BATCH_RESTARTS = 4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per file: no __dict__
 class LocalFile:
     """A file of the local tree as it was hashed: its path in the archive, size and md5."""
 

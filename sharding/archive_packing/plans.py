@@ -89,7 +89,7 @@ def default_chunks_per_shard(
     return tuple(cps)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per file: no __dict__
 class PlannedMember:
     path: str
     slot: int

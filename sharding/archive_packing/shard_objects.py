@@ -19,7 +19,7 @@ __all__ = ["BuiltShard", "MemberRecord", "build_shard", "member_problems", "veri
 _INDEX_CODECS = IndexCodecs()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per file: no __dict__
 class MemberRecord:
     path: str
     offset: int

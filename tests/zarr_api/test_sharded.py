@@ -210,6 +210,26 @@ def test_deletes_and_overwrites_in_a_packed_shard_then_compaction(
     )
 
 
+def test_a_pack_batch_over_a_loose_file_deletes_its_loose_copy(
+    owner: Actor, dandiset: str, s3_storage: str
+) -> None:
+    """Only a path that was loose before has a loose object to delete once packed; members
+    repacked and new paths have none (no delete is asked for them)."""
+    files = array_files()
+    zarr_id = upload_sharded(owner, dandiset, files)
+    assert upload(owner.client, zarr_id, {"arr/1.1": b"loose for now"}).status_code == 200
+    assert "arr/1.1" in storage_listing(zarr_id)
+    changed = {"arr/1.1": b"packed again", "arr/2.2": b"repacked member"}
+    declarations, bodies, _ = build_shards(changed)
+    complete = pack_upload(owner, zarr_id, declarations, bodies)
+    assert complete.status_code == 200, complete.content
+    assert sorted(storage_listing(zarr_id)) == [".zgroup", "arr/.zarray", "arr/.zattrs"]
+    for path, data in changed.items():
+        assert read_file(owner, zarr_id, path) == data
+        assert owner.client.get(f"/api/zarr/{zarr_id}/files/{path}").json()["shard"] is not None
+    assert_tree_matches_storage(zarr_id)
+
+
 def test_cancel_of_a_loose_overwrite_keeps_the_packed_file(
     owner: Actor, dandiset: str, s3_storage: str
 ) -> None:

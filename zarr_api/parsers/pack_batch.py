@@ -10,7 +10,7 @@ from django.conf import settings
 from sharding.archive_packing import MemberRecord, member_problems
 from zarr_api.declarations import MemberDeclaration, ShardDeclaration
 from zarr_api.exceptions import ValidationFailed
-from zarr_api.parsers.problems import Problem, check_paths, invalid
+from zarr_api.parsers.problems import Problem, check_unique, invalid
 from zarr_api.paths import etag_problem, path_problem, shard_name_problem
 
 
@@ -34,7 +34,7 @@ def parse_pack_batch(body: dict[str, Any]) -> list[ShardDeclaration]:
         raise ValidationFailed(
             f"the batch declares {len(members)} member files; at most {member_limit} are allowed"
         )
-    check_paths([m.path for m in members])
+    check_unique([m.path for m in members])  # each path was checked with its member
     return declarations
 
 

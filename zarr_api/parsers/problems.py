@@ -33,13 +33,25 @@ def check_paths(paths: Sequence[object]) -> list[str]:
     problems: list[Problem] = [
         {"path": p, "problem": problem} for p in paths if (problem := path_problem(p))
     ]
-    seen: set[str] = set()
-    for path in paths:
-        if not isinstance(path, str):
-            continue  # named above (and a list or an object cannot be in a set)
-        if path in seen:
-            problems.append({"path": path, "problem": "appears more than once in the batch"})
-        seen.add(path)
+    problems += _repeated(paths)
     if problems:
         raise invalid("paths", problems)
     return [str(p) for p in paths]
+
+
+def check_unique(paths: Sequence[str]) -> None:
+    """Paths already found valid: a 400 unless each appears once in the batch."""
+    if problems := _repeated(paths):
+        raise invalid("paths", problems)
+
+
+def _repeated(paths: Sequence[object]) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for path in paths:
+        if not isinstance(path, str):
+            continue  # named by the path checks (and a list or an object cannot be in a set)
+        if path in seen:
+            problems.append({"path": path, "problem": "appears more than once in the batch"})
+        seen.add(path)
+    return problems

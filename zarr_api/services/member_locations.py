@@ -3,8 +3,8 @@ state, dead bytes counted toward compaction, and loose copies of packed files de
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -12,20 +12,26 @@ from django.db import transaction
 from django.db.models import F
 
 from zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
+from zarr_api.services.bulk_rows import rows_insert
 from zarr_api.storage import get_store
+from zarr_api.tree import CachedTree
 
 
 @dataclass
 class LocationChanges:
-    # Paths that became members: their loose objects (if any) are now stale.
+    # Paths that became members and may have a loose object (now stale): loose in the tree
+    # before, or uploaded loose by one of the batches applied.
     packed: list[str] = field(default_factory=list)
     # Shards whose dead share passed the threshold.
     to_compact: list[int] = field(default_factory=list)
 
 
-def locations_apply(archive: ZarrArchive, batch_ids: Sequence[int]) -> LocationChanges:
+def locations_apply(
+    archive: ZarrArchive, batch_ids: Sequence[int], in_tree_before: Collection[str] = ()
+) -> LocationChanges:
     """Point member rows at the batches' final state of each path. Called in the tree update's
-    transaction with the TreeLock held, so it commits or rolls back with the batches' state."""
+    transaction with the TreeLock held, so it commits or rolls back with the batches' state.
+    ``in_tree_before``: the batches' paths the tree held before (``paths_in_tree``)."""
     final: dict[str, tuple[int, int | None, int | None, str, int | None] | None] = {}
     rows = (
         BatchFile.objects.filter(batch_id__in=batch_ids)
@@ -33,8 +39,11 @@ def locations_apply(archive: ZarrArchive, batch_ids: Sequence[int]) -> LocationC
         .values_list("batch__kind", "path", "shard_id", "offset", "size", "md5", "slot")
     )
     touched_kinds: set[str] = set()
+    uploaded_loose: set[str] = set()
     for kind, path, shard_id, offset, size, md5, slot in rows.iterator(chunk_size=2000):
         touched_kinds.add(kind)
+        if kind == Batch.Kind.UPLOAD:
+            uploaded_loose.add(path)
         final[path] = (shard_id, offset, size, md5, slot) if kind == Batch.Kind.PACK else None
     result = LocationChanges()
     if not final:
@@ -45,36 +54,56 @@ def locations_apply(archive: ZarrArchive, batch_ids: Sequence[int]) -> LocationC
     if not has_members:
         return result
     dead: Counter[int] = Counter()
-    paths = list(final)
-    for start in range(0, len(paths), 1000):
-        chunk = paths[start : start + 1000]
-        old = ShardMember.objects.filter(archive=archive, path__in=chunk)
-        for shard_id, length in old.values_list("shard_id", "length"):
-            dead[shard_id] += length
+    were_members: set[str] = set()
+    # The members the batches' paths had (one query: the batches' rows are in the database).
+    old = ShardMember.objects.filter(
+        archive=archive,
+        path__in=BatchFile.objects.filter(batch_id__in=batch_ids).values("path"),
+    )
+    for shard_id, length, path in old.values_list("shard_id", "length", "path").iterator(
+        chunk_size=2000
+    ):
+        dead[shard_id] += length
+        were_members.add(path)
+    if were_members:
         old.delete()
-    ShardMember.objects.bulk_create(
+    rows_insert(
+        ShardMember,
+        ("archive", "path", "shard", "offset", "length", "md5", "slot"),
         (
-            ShardMember(
-                archive=archive,
-                path=path,
-                shard_id=loc[0],
-                offset=loc[1] or 0,
-                length=loc[2] or 0,
-                md5=loc[3],
-                slot=loc[4],
-            )
+            (archive.pk, path, loc[0], loc[1] or 0, loc[2] or 0, loc[3], loc[4])
             for path, loc in final.items()
             if loc is not None
         ),
-        batch_size=2000,
     )
-    result.packed = [path for path, loc in final.items() if loc is not None]
+    result.packed = [
+        path
+        for path, loc in final.items()
+        if loc is not None
+        and (path in uploaded_loose or (path in in_tree_before and path not in were_members))
+    ]
     new_shards = {loc[0] for loc in final.values() if loc is not None}
     Shard.objects.filter(pk__in=new_shards).update(state=Shard.State.LIVE)
     for shard_id, length in dead.items():
         Shard.objects.filter(pk=shard_id).update(dead_bytes=F("dead_bytes") + length)
     result.to_compact = _compaction_due(dead.keys())
     return result
+
+
+def paths_in_tree(tree: CachedTree, paths: Iterable[str]) -> set[str]:
+    """Which of ``paths`` are files of ``tree`` (one read of each parent directory)."""
+    names: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        directory, _, name = path.rpartition("/")
+        names[directory].append(name)
+    listings = tree.read_many(sorted(names))
+    found: set[str] = set()
+    for directory, in_directory in names.items():
+        listing = listings.get(directory)
+        if listing is not None:
+            files = listing.files
+            found.update(f"{directory}/{n}" if directory else n for n in in_directory if n in files)
+    return found
 
 
 def _compaction_due(shard_ids: Iterable[int]) -> list[int]:

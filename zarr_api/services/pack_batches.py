@@ -22,6 +22,7 @@ from zarr_api.services.batch_rules import (
     open_batch_create,
     upload_urls_sign,
 )
+from zarr_api.services.bulk_rows import rows_insert
 from zarr_api.services.shard_objects import discard_shards
 from zarr_api.storage import STREAM_BLOCK, get_store
 
@@ -63,21 +64,14 @@ def _declare_shards(
         )
         for d in declarations
     )
-    BatchFile.objects.bulk_create(
+    rows_insert(
+        BatchFile,
+        ("batch", "path", "md5", "size", "shard", "offset", "slot"),
         (
-            BatchFile(
-                batch=batch,
-                path=m.path,
-                md5=m.md5,
-                size=m.size,
-                shard=shard,
-                offset=m.offset,
-                slot=m.slot,
-            )
+            (batch.pk, m.path, m.md5, m.size, shard.pk, m.offset, m.slot)
             for shard, d in zip(shards, declarations, strict=True)
             for m in d.members
         ),
-        batch_size=2000,
     )
     return shards
 

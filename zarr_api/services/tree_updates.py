@@ -14,7 +14,11 @@ from zarr_api.scheduling import COMPACT_SHARD, schedule_on_commit
 from zarr_api.selectors.archive_contents import archive_tree_cached, pending_changes
 from zarr_api.selectors.shard_members import unverified_pack_batches
 from zarr_api.services.archive_locks import lock_tree
-from zarr_api.services.member_locations import locations_apply, stale_loose_copies_delete
+from zarr_api.services.member_locations import (
+    locations_apply,
+    paths_in_tree,
+    stale_loose_copies_delete,
+)
 from zarr_api.services.pack_batches import pending_pack_batches_verify
 from zarr_api.tree import tree_version
 
@@ -50,8 +54,11 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
         changes = pending_changes(archive, batch_ids)
         # Read under the TreeLock: the row names the tree's committed version.
         tree = archive_tree_cached(archive)
+        # Packed paths that were loose files may leave loose objects to delete.
+        packing = Batch.objects.filter(pk__in=batch_ids, kind=Batch.Kind.PACK).exists()
+        in_tree = paths_in_tree(tree, changes) if packing else set()
         summary = apply_changes(tree, changes)
-        locations = locations_apply(archive, batch_ids)
+        locations = locations_apply(archive, batch_ids, in_tree)
         if locations.packed:
             packed = locations.packed
             transaction.on_commit(lambda: stale_loose_copies_delete(archive_pk, packed))
