@@ -23,7 +23,7 @@ from zarr_api.scheduling import tree_update_schedule
 from zarr_api.selectors.archive_contents import archive_snapshot
 from zarr_api.selectors.shard_members import packed_paths
 from zarr_api.services.archive_locks import lock_archive, next_sequence
-from zarr_api.services.batch_file_rows import batch_files_insert
+from zarr_api.services.bulk_rows import batch_files_insert
 from zarr_api.services.shard_objects import discard_shards
 from zarr_api.services.url_lifetimes import reconcile_when_urls_expire
 from zarr_api.storage import get_store

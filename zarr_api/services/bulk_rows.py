@@ -11,7 +11,11 @@ from typing import Any
 
 from django.db import connection, models
 
+from zarr_api.models import BatchFile
+
 ROWS_PER_STATEMENT = 5000
+# Rows whose size one UPDATE ... FROM (VALUES ...) sets.
+UPDATES_PER_STATEMENT = 1000
 
 
 def rows_insert(
@@ -35,3 +39,28 @@ def rows_insert(
             cursor.executemany(sql, chunk)
             inserted += len(chunk)
     return inserted
+
+
+def batch_files_insert(batch_pk: int, rows: Iterable[tuple[str, str, int | None]]) -> int:
+    """Insert ``(path, md5, size)`` rows into batch ``batch_pk`` (md5 empty for deletions)."""
+    return rows_insert(
+        BatchFile,
+        ["batch", "path", "md5", "size"],
+        ((batch_pk, path, md5, size) for path, md5, size in rows),
+    )
+
+
+def record_sizes(files: Sequence[BatchFile]) -> None:
+    """Store the sizes storage reported for ``files`` (rows already in the database)."""
+    table = BatchFile._meta.db_table
+    with connection.cursor() as cursor:
+        for start in range(0, len(files), UPDATES_PER_STATEMENT):
+            chunk = files[start : start + UPDATES_PER_STATEMENT]
+            values = ", ".join(["(%s, %s)"] * len(chunk))
+            params = [value for f in chunk for value in (f.pk, f.size)]
+            # VALUES columns are named column1, column2 in both PostgreSQL and SQLite.
+            cursor.execute(
+                f"UPDATE {table} SET size = v.column2 FROM (VALUES {values}) AS v "
+                f"WHERE {table}.id = v.column1",
+                params,
+            )

@@ -35,13 +35,13 @@ from zarr_api.services.archive_locks import (
     require_unfrozen,
 )
 from zarr_api.services.batch_endings import deletion_create, uploaded_files_discard
-from zarr_api.services.batch_file_rows import batch_files_insert, record_sizes
 from zarr_api.services.batch_rules import (
     UploadTarget,
     check_file_directory_clashes,
     open_batch_create,
     upload_urls_sign,
 )
+from zarr_api.services.bulk_rows import batch_files_insert, record_sizes
 from zarr_api.services.deletions import files_delete
 from zarr_api.services.upload_batches import (
     uploaded_files_verify,

@@ -19,7 +19,7 @@ from zarr_api.selectors.archive_contents import archive_snapshot
 from zarr_api.selectors.shard_members import packed_paths
 from zarr_api.services.archive_locks import lock_archive, next_sequence
 from zarr_api.services.batch_endings import deletion_create
-from zarr_api.services.batch_file_rows import batch_files_insert
+from zarr_api.services.bulk_rows import batch_files_insert
 from zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)

@@ -23,7 +23,6 @@ from zarr_api.services.batch_endings import (
     cancellation_finish,
     stored_heads,
 )
-from zarr_api.services.batch_file_rows import batch_files_insert, record_sizes
 from zarr_api.services.batch_rules import (
     UploadTarget,
     Verification,
@@ -32,6 +31,7 @@ from zarr_api.services.batch_rules import (
     open_batch_get,
     upload_urls_sign,
 )
+from zarr_api.services.bulk_rows import batch_files_insert, record_sizes
 from zarr_api.services.pack_batches import uploaded_shards_verify
 from zarr_api.services.url_lifetimes import reconcile_when_urls_expire
 
