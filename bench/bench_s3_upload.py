@@ -257,6 +257,9 @@ def one_round(number: int, work: Path, src: Path, files: list[str]) -> dict[str,
         seaweedfs(work / "seaweedfs") as s3,
         service_on(s3, work / "service", f"bench-{number}") as service,
     ):
+        # A new SeaweedFS allocates its volumes on the first writes: warm it up first, so the
+        # figures compare uploads into the same warm server.
+        ceiling(service, src, files, "warm-up")
         rates["ceiling before"] = ceiling(service, src, files, "ceiling-before")
         dandiset = new_dandiset(service, "bench")
         rates["dandizarr upload"] = count / dandizarr_upload(service, src, dandiset, "a.zarr")
