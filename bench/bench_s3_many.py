@@ -4,17 +4,15 @@ process of its own with a ``DandizarrClient``, uploading 4 different directories
 archives at the same time. Each checksum is verified.
 
 The ceiling: 4 concurrent streams (processes) of raw presigned PUTs of the same files to the
-same SeaweedFS, each with as many threads as one client uses, signed by the service's S3 store
-(as ``bench_upload``), measured before and after the uploads. Aggregate rate = all files /
-wall time from the first start to the last end (every process is ready before any starts).
-Target: >= 80% of the ceiling. ``BENCH_MANY_FILES`` (per client), ``BENCH_MANY_CLIENTS`` and
-``BENCH_MANY_JOBS`` shrink or grow it.
+same SeaweedFS, each with as many at once as one client sends, through the client's own
+transfer engine (``bench.s3_env.RawPuts``), measured before and after the uploads. Aggregate
+rate = all files / wall time from the first start to the last end (every process is ready
+before any starts). Target: >= 80% of the ceiling. ``BENCH_MANY_FILES`` (per client),
+``BENCH_MANY_CLIENTS`` and ``BENCH_MANY_JOBS`` shrink or grow it.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import multiprocessing
 import os
 import signal
@@ -22,17 +20,14 @@ import sys
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
-from bench.s3_env import cpu_load, write_nested_files
+from bench.s3_env import RawPuts, cpu_load, write_nested_files
 from dandizarr.client import DandizarrClient
-from dandizarr.client.api import make_session
 from dandizarr.commands.connection import DEFAULT_JOBS
-from objectstore.s3 import S3ObjectStore
 from tests.support.production import Production, production, tools_missing
-from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
+from tests.support.seaweedfs import SeaweedS3
 
 FILES = int(os.environ.get("BENCH_MANY_FILES", "2500"))
 CLIENTS = int(os.environ.get("BENCH_MANY_CLIENTS", "4"))
@@ -48,34 +43,9 @@ def _ceiling_stream(
     endpoint: str, bucket: str, root: str, paths: list[str], label: str, barrier: Barrier
 ) -> Span:
     """One stream: presign every file's PUT, wait for the others, then PUT them all."""
-    store = S3ObjectStore(
-        bucket,
-        endpoint_url=endpoint,
-        access_key_id=ACCESS_KEY,
-        secret_access_key=SECRET_KEY,
-        region=REGION,
-    )
-    bodies = []
-    urls = []
-    for path in paths:
-        data = (Path(root) / path).read_bytes()
-        digest = hashlib.md5(data).digest()
-        bodies.append((data, base64.b64encode(digest).decode()))
-        urls.append(store.presigned_put_url(f"{label}/{path}", digest.hex(), expires_in=3600))
-    session = make_session(JOBS + 4)
-
-    def put(i: int) -> None:
-        data, md5 = bodies[i]
-        response = session.put(urls[i], data=data, headers={"Content-MD5": md5}, timeout=60)
-        response.raise_for_status()
-
+    puts = RawPuts.prepare(endpoint, bucket, Path(root), paths, label)
     barrier.wait()
-    started = time.monotonic()
-    with ThreadPoolExecutor(JOBS) as pool:
-        list(pool.map(put, range(len(paths))))
-    ended = time.monotonic()
-    session.close()
-    return started, ended
+    return puts.send(JOBS)
 
 
 def _client_upload(

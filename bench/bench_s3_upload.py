@@ -13,7 +13,6 @@ file and ends with the server's checksum equal to the local one. Rounds: ``BENCH
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -28,6 +27,7 @@ from pathlib import Path
 import requests
 
 from bench.s3_env import (
+    RawPuts,
     S3Service,
     cpu_load,
     dandizarr_command,
@@ -37,9 +37,6 @@ from bench.s3_env import (
     service_on,
     tool,
 )
-from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
-from dandizarr.client.digests import content_md5
-from objectstore.s3 import S3ObjectStore
 from tests.support.seaweedfs import ACCESS_KEY, SECRET_KEY
 
 FILES = int(os.environ.get("BENCH_S3_FILES", "10000"))
@@ -91,38 +88,9 @@ def local_files(root: Path) -> list[str]:
 
 
 def ceiling(s3: S3Service, src: Path, paths: list[str], prefix: str) -> float:
-    """Presigned PUTs (Content-MD5 signed, as the service signs them) of the files, from this
-    process, through the client's own transfer engine with as many connections as the client
-    uses: files/s of the PUTs alone (files read beforehand)."""
-    store = S3ObjectStore(
-        s3.bucket,
-        endpoint_url=s3.endpoint_url,
-        access_key_id=ACCESS_KEY,
-        secret_access_key=SECRET_KEY,
-    )
-    bodies = [(src / path).read_bytes() for path in paths]
-    md5s = [hashlib.md5(data).hexdigest() for data in bodies]
-    urls = store.presigned_put_urls(
-        [(f"{prefix}/{p}", md5) for p, md5 in zip(paths, md5s, strict=True)], expires_in=3600
-    )
-    transfers = [
-        Transfer("PUT", url, {"Content-MD5": content_md5(md5)}, data)
-        for url, md5, data in zip(urls, md5s, bodies, strict=True)
-    ]
-    failed: list[int] = []
-
-    def on_reply(number: int, reply: Reply) -> None:
-        if not reply.ok:
-            failed.append(number)
-
-    engine = CurlTransfers(JOBS, timeout=60)
-    started = time.perf_counter()
-    engine.run(transfers, on_reply)
-    elapsed = time.perf_counter() - started
-    engine.close()
-    if failed:
-        raise RuntimeError(f"{len(failed)} ceiling PUTs failed")
-    return len(paths) / elapsed
+    """files/s of raw presigned PUTs of the files (``bench.s3_env.RawPuts``)."""
+    started, ended = RawPuts.prepare(s3.endpoint_url, s3.bucket, src, paths, prefix).send(JOBS)
+    return len(paths) / (ended - started)
 
 
 def new_dandiset(service: S3Service, name: str) -> str:

@@ -3,7 +3,7 @@ zarr v2 array, raw chunks) uploaded loose and with ``pack`` into two archives of
 service (S3 on moto's server), then the objects each archive keeps in the bucket, then 1,000
 random chunks read back through ``ArchiveStore`` from each, counting storage requests.
 
-Same processes as ``bench_upload`` (moto's server, ``dandizarr serve`` with tasks inline, this
+Processes (moto's server, ``dandizarr serve`` with tasks inline, this
 process as the client). ``BENCH_SHARDED_CHUNKS`` scales the array down (e.g. 5000).
 """
 

@@ -7,6 +7,7 @@ The tools live in their own venv (``make bench-tools``: awscli pins a botocore o
 
 from __future__ import annotations
 
+import hashlib
 import os
 import resource
 import shutil
@@ -18,6 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
+from dandizarr.client.digests import content_md5
+from objectstore.s3 import S3ObjectStore
 from tests.support.processes import serve_process
 from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
 
@@ -180,3 +184,51 @@ def local_service(data_dir: Path, **env: str) -> Iterator[tuple[str, str, int]]:
     tasks inline): its URL, admin token and pid (for its peak RSS)."""
     with serve_process(data_dir, **env) as (url, token):
         yield url, token, _serve_pid(url)
+
+
+@dataclass
+class RawPuts:
+    """Presigned PUTs of local files (Content-MD5 signed, as the service signs them), ready to
+    send: the ceiling an upload is compared with. Sent through the client's own transfer
+    engine, ``jobs`` at once, so the ceiling is what the client could do with nothing else."""
+
+    transfers: list[Transfer]
+
+    @classmethod
+    def prepare(
+        cls, endpoint_url: str, bucket: str, root: Path, paths: Sequence[str], prefix: str
+    ) -> RawPuts:
+        store = S3ObjectStore(
+            bucket,
+            endpoint_url=endpoint_url,
+            access_key_id=ACCESS_KEY,
+            secret_access_key=SECRET_KEY,
+        )
+        bodies = [(root / path).read_bytes() for path in paths]
+        md5s = [hashlib.md5(data).hexdigest() for data in bodies]
+        urls = store.presigned_put_urls(
+            [(f"{prefix}/{p}", md5) for p, md5 in zip(paths, md5s, strict=True)], expires_in=3600
+        )
+        return cls(
+            [
+                Transfer("PUT", url, {"Content-MD5": content_md5(md5)}, data)
+                for url, md5, data in zip(urls, md5s, bodies, strict=True)
+            ]
+        )
+
+    def send(self, jobs: int) -> tuple[float, float]:
+        """PUT them all; (start, end) on the monotonic clock."""
+        failed: list[int] = []
+
+        def on_reply(number: int, reply: Reply) -> None:
+            if not reply.ok:
+                failed.append(number)
+
+        engine = CurlTransfers(jobs, timeout=60)
+        started = time.monotonic()
+        engine.run(self.transfers, on_reply)
+        ended = time.monotonic()
+        engine.close()
+        if failed:
+            raise RuntimeError(f"{len(failed)} of the raw PUTs failed")
+        return started, ended
