@@ -79,6 +79,17 @@ def upload(
     return client.post(f"/api/zarr/{zarr_id}/upload/complete/")
 
 
+def cancel_while_storage_is_down(owner: Actor, zarr_id: str, settings: Any) -> str:
+    """Upload "over" and "keep", then a batch overwriting "over" and adding "added", PUT it, and
+    cancel it with storage unreachable; returns the working endpoint, to put back."""
+    upload(owner.client, zarr_id, {"over": b"old", "keep": b"k"})
+    assert upload(owner.client, zarr_id, {"over": b"new", "added": b"a"}, complete=False)
+    working_endpoint: str = settings.DANDIZARR_S3_ENDPOINT_URL
+    settings.DANDIZARR_S3_ENDPOINT_URL = "http://127.0.0.1:9"  # nothing listens there
+    assert owner.client.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    return working_endpoint
+
+
 def batch_start_urls(actor: Actor, zarr_id: str, files: dict[str, bytes]) -> dict[str, str]:
     """Start an upload batch for ``files`` without PUTting them; returns path -> upload URL."""
     response = actor.client.post(

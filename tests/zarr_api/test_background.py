@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from tests.support.api import Actor, md5, put, upload
+from tests.support.api import Actor, cancel_while_storage_is_down, upload
 from tests.support.tree_check import assert_tree_matches_storage
 from zarr_api.background import WORKER, start_periodic_tasks
 from zarr_api.models import Batch, ZarrArchive
@@ -30,14 +30,7 @@ def test_the_periodic_sweeps_finish_a_cancel_storage_failed(
     owner: Actor, zarr_id: str, settings
 ) -> None:
     settings.DANDIZARR_TASKS_IN_BACKGROUND = True
-    upload(owner.client, zarr_id, {"keep": b"k"})
-    response = owner.client.post(
-        f"/api/zarr/{zarr_id}/upload/", [{"path": "added", "etag": md5(b"a")}], format="json"
-    )
-    assert put(response.json()[0]["upload_url"], b"a").status_code == 200
-    working_endpoint = settings.DANDIZARR_S3_ENDPOINT_URL
-    settings.DANDIZARR_S3_ENDPOINT_URL = "http://127.0.0.1:9"  # nothing listens there
-    assert owner.client.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    working_endpoint = cancel_while_storage_is_down(owner, zarr_id, settings)
     assert Batch.objects.filter(archive__zarr_id=zarr_id, state="cancelling").exists()
     settings.DANDIZARR_S3_ENDPOINT_URL = working_endpoint
     stop = start_periodic_tasks(

@@ -14,7 +14,14 @@ from django.contrib.admin.sites import site
 from django.test import RequestFactory
 from django.utils import timezone
 
-from tests.support.api import Actor, create_archive, md5, put, storage_listing, upload
+from tests.support.api import (
+    Actor,
+    cancel_while_storage_is_down,
+    create_archive,
+    md5,
+    storage_listing,
+    upload,
+)
 from tests.support.tree_check import assert_tree_matches_storage
 from zarr_api import tasks
 from zarr_api.admin import ZarrArchiveAdmin
@@ -88,18 +95,7 @@ def test_the_sweep_goes_on_past_an_archive_it_cannot_clean(
 def test_a_cancel_while_storage_is_down_ends_the_batch_and_the_sweep_cleans_up(
     owner: Actor, zarr_id: str, settings
 ) -> None:
-    upload(owner.client, zarr_id, {"over": b"old", "keep": b"k"})
-    files = {"over": b"new", "added": b"a"}
-    response = owner.client.post(
-        f"/api/zarr/{zarr_id}/upload/",
-        [{"path": p, "etag": md5(b)} for p, b in files.items()],
-        format="json",
-    )
-    for target in response.json():
-        assert put(target["upload_url"], files[target["path"]]).status_code == 200
-    working_endpoint = settings.DANDIZARR_S3_ENDPOINT_URL
-    settings.DANDIZARR_S3_ENDPOINT_URL = "http://127.0.0.1:9"  # nothing listens there
-    assert owner.client.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    working_endpoint = cancel_while_storage_is_down(owner, zarr_id, settings)
     # The intent is committed (the batch is no longer open), the failure recorded on it.
     batch = Batch.objects.get(archive__zarr_id=zarr_id, kind="upload", state="cancelling")
     assert batch.error.startswith(CLEANUP_PENDING), batch.error
@@ -117,18 +113,7 @@ def test_a_cancel_while_storage_is_down_ends_the_batch_and_the_sweep_cleans_up(
 def test_the_next_request_finishes_a_cancel_storage_failed_without_waiting_for_the_sweep(
     owner: Actor, zarr_id: str, settings
 ) -> None:
-    upload(owner.client, zarr_id, {"over": b"old", "keep": b"k"})
-    files = {"over": b"new", "added": b"a"}
-    response = owner.client.post(
-        f"/api/zarr/{zarr_id}/upload/",
-        [{"path": p, "etag": md5(b)} for p, b in files.items()],
-        format="json",
-    )
-    for target in response.json():
-        assert put(target["upload_url"], files[target["path"]]).status_code == 200
-    working_endpoint = settings.DANDIZARR_S3_ENDPOINT_URL
-    settings.DANDIZARR_S3_ENDPOINT_URL = "http://127.0.0.1:9"  # nothing listens there
-    assert owner.client.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    working_endpoint = cancel_while_storage_is_down(owner, zarr_id, settings)
     batches_before = Batch.objects.filter(archive__zarr_id=zarr_id).count()
     # Storage still down: the start cannot finish the cancel, so it is refused, changing nothing.
     refused = owner.client.post(
