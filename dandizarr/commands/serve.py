@@ -50,7 +50,11 @@ def run(args: argparse.Namespace) -> int:
         # No Celery beat runs the periodic sweeps: finish what a crash left undone now.
         from zarr_api.services.recovery import recover_at_start
 
+        # Inline: the background thread is the worker process's, never this one's (it forks).
+        background = settings.DANDIZARR_TASKS_IN_BACKGROUND
+        settings.DANDIZARR_TASKS_IN_BACKGROUND = False
         recover_at_start()
+        settings.DANDIZARR_TASKS_IN_BACKGROUND = background
     from dandizarr import httpserver
 
     httpserver.run(settings.HOST, settings.PORT)
