@@ -44,7 +44,8 @@ class S3Service:
 
     @property
     def access_log(self) -> Path:
-        """Where the service logs each request, its time in microseconds last."""
+        """Where the service logs each request, its time in microseconds last (unless
+        ``service_on`` was given another ``DANDIZARR_ACCESS_LOG``)."""
         return self.data_dir / "access.log"
 
 
@@ -78,9 +79,8 @@ def service_on(s3: SeaweedS3, data_dir: Path, bucket: str, **env: str) -> Iterat
         DANDIZARR_STORAGE="s3",
         DANDIZARR_S3_ENDPOINT_URL=s3.endpoint_url,
         DANDIZARR_S3_BUCKET=bucket,
-        DANDIZARR_ACCESS_LOG=str(data_dir / "access.log"),
         **s3_env(),
-        **env,
+        **{"DANDIZARR_ACCESS_LOG": str(data_dir / "access.log"), **env},
     ) as (url, token):
         yield S3Service(url, token, s3, bucket, data_dir, _serve_pid(url))
 
