@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -29,11 +30,13 @@ import requests
 from bench.s3_env import (
     RawPuts,
     S3Service,
+    ServerShare,
     cpu_load,
     dandizarr_command,
     run_timed,
     s3_env,
     seaweedfs,
+    server_share,
     service_on,
     tool,
 )
@@ -105,27 +108,31 @@ def new_dandiset(service: S3Service, name: str) -> str:
 
 
 def dandizarr_upload(service: S3Service, src: Path, dandiset: str, name: str) -> float:
-    timed = run_timed(
-        dandizarr_command(
-            "upload",
-            "--server",
-            service.url,
-            "--token",
-            service.token,
-            "--dandiset",
-            dandiset,
-            "--name",
-            name,
-            "--no-progress",
-            "--json",
-            "-j",
-            str(JOBS),
-            str(src),
-        )
+    argv = dandizarr_command(
+        "upload",
+        "--server",
+        service.url,
+        "--token",
+        service.token,
+        "--dandiset",
+        dandiset,
+        "--name",
+        name,
+        "--no-progress",
+        "--json",
+        "-j",
+        str(JOBS),
+        str(src),
     )
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with server_share(service) as share:
+        timed = run_timed(argv)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = json.loads(timed.output[timed.output.index("{") : timed.output.rindex("}") + 1])
     if not result.get("ok"):
         raise RuntimeError(f"dandizarr upload did not verify: {result}")
+    client_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    print_share("dandizarr upload", timed.seconds, client_cpu, share[0])
     return timed.seconds
 
 
@@ -178,7 +185,9 @@ def tool_upload(name: str, service: S3Service, src: Path, prefix: str, work: Pat
 
 def dandi_upload(service: S3Service, src: Path, work: Path) -> float | None:
     """The newest ``dandi upload`` of ``src`` as an asset of a new dandiset, in seconds (the
-    dandiset's directory is made by ``dandi download`` first, as a DANDI user does)."""
+    dandiset's directory is made by ``dandi download`` first, as a DANDI user does), with a
+    breakdown printed: dandi's wall and CPU time, and the service's CPU seconds and request
+    time meanwhile (whether the server is what slows dandi)."""
     if not DANDI.exists():
         return None
     dandiset = new_dandiset(service, "bench dandi")
@@ -203,19 +212,34 @@ def dandi_upload(service: S3Service, src: Path, work: Path) -> float | None:
     )
     dandiset_dir = into / dandiset
     shutil.copytree(src, dandiset_dir / "bench.zarr")
-    started = time.perf_counter()
-    done = subprocess.run(
-        [str(DANDI), "upload", "-i", service.url, "--validation", "skip"],
-        cwd=dandiset_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    elapsed = time.perf_counter() - started
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with server_share(service) as share:
+        started = time.perf_counter()
+        done = subprocess.run(
+            [str(DANDI), "upload", "-i", service.url, "--validation", "skip"],
+            cwd=dandiset_dir,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"dandi upload failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    dandi_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    print_share("dandi upload", elapsed, dandi_cpu, share[0])
     return elapsed
+
+
+def print_share(label: str, wall: float, client_cpu: float, share: ServerShare) -> None:
+    """Where a client's wall time went: its own CPU, and the server's CPU and request time."""
+    print(
+        f"  {label}: wall {wall:.1f} s, its own CPU {client_cpu:.1f} s; the server meanwhile: "
+        f"CPU {share.cpu_seconds:.1f} s, {share.requests} requests taking "
+        f"{share.request_seconds:.1f} s in all ({share.request_seconds / wall:.0%} of the wall "
+        "time)"
+    )
 
 
 def one_round(number: int, work: Path, src: Path, files: list[str]) -> dict[str, float]:

@@ -46,6 +46,12 @@ class S3Service:
     def endpoint_url(self) -> str:
         return self.s3.endpoint_url
 
+    @property
+    def access_log(self) -> Path:
+        """Where the service logs each request, its time in microseconds last (unless
+        ``service_on`` was given another ``DANDIZARR_ACCESS_LOG``)."""
+        return self.data_dir / "access.log"
+
 
 @contextmanager
 def seaweedfs(directory: Path) -> Iterator[SeaweedS3]:
@@ -78,24 +84,67 @@ def service_on(s3: SeaweedS3, data_dir: Path, bucket: str, **env: str) -> Iterat
         DANDIZARR_S3_ENDPOINT_URL=s3.endpoint_url,
         DANDIZARR_S3_BUCKET=bucket,
         **s3_env(),
-        **env,
+        **{"DANDIZARR_ACCESS_LOG": str(data_dir / "access.log"), **env},
     ) as (url, token):
         yield S3Service(url, token, s3, bucket, data_dir, _serve_pid(url))
 
 
 def _serve_pid(url: str) -> int:
     """The pid listening on ``url``'s port (for its peak RSS); 0 when it cannot be found."""
+    pids = _pids_of(url)
+    return pids[0] if pids else 0
+
+
+def _pids_of(url: str) -> list[int]:
+    """Every pid listening on ``url``'s port (gunicorn's master and worker), as ``ss`` lists
+    them."""
     port = url.rsplit(":", 1)[1]
     try:
         out = subprocess.run(
             ["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, check=False
         ).stdout
     except FileNotFoundError:
-        return 0
-    marker = "pid="
-    if marker not in out:
-        return 0
-    return int(out.split(marker, 1)[1].split(",", 1)[0])
+        return []
+    return list(dict.fromkeys(int(part.split(",", 1)[0]) for part in out.split("pid=")[1:]))
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User and system CPU seconds the live processes ``pids`` have used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return total
+
+
+@dataclass
+class ServerShare:
+    """What the service did while a client ran: its CPU seconds, its requests and the sum of
+    their times (each from its arrival to its reply's last byte)."""
+
+    cpu_seconds: float
+    requests: int
+    request_seconds: float
+
+
+@contextmanager
+def server_share(service: S3Service) -> Iterator[list[ServerShare]]:
+    """Measures the service during the ``with`` block; the list holds the figure afterwards."""
+    pids = _pids_of(service.url) or [service.pid]
+    log = service.access_log
+    start_lines = len(log.read_text().splitlines()) if log.exists() else 0
+    start_cpu = cpu_seconds(pids)
+    result: list[ServerShare] = []
+    yield result
+    cpu = cpu_seconds(pids) - start_cpu
+    time.sleep(0.2)  # gunicorn writes the last line after the reply
+    lines = log.read_text().splitlines()[start_lines:] if log.exists() else []
+    micros = [int(line.rsplit(" ", 1)[1]) for line in lines if line.rsplit(" ", 1)[-1].isdigit()]
+    result.append(ServerShare(cpu, len(micros), sum(micros) / 1e6))
 
 
 def peak_rss_mb(pid: int) -> float:

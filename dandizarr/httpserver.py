@@ -23,6 +23,8 @@ from zarr_api.background import WORKER, start_periodic_tasks
 # it in the request (tasks run inline).
 THREADS = 32
 GRACEFUL_SECONDS = 5
+# gunicorn's default line, then the request's time in microseconds.
+ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(D)s'
 
 
 class NoDelayMixin:
@@ -80,7 +82,8 @@ def run(host: str, port: int) -> None:
             "worker_class": "gthread",
             "threads": THREADS,
             "graceful_timeout": GRACEFUL_SECONDS,
-            "accesslog": "-",
+            "accesslog": settings.ACCESS_LOG,
+            "access_log_format": ACCESS_LOG_FORMAT,
             "proc_name": "dandizarr",
             "post_worker_init": _start_background_work,
             "worker_exit": _finish_background_work,

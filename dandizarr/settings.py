@@ -71,6 +71,9 @@ SECRET_KEY, SECRET_KEY_SOURCE = secret_key(env(SECRET_KEY_VARIABLE), EMBEDDED, D
 
 HOST = env_str("DANDIZARR_HOST", "127.0.0.1")
 PORT = env_int("DANDIZARR_PORT", 8000)
+# Where `dandizarr serve` writes its access log ("-": standard output); each line ends with the
+# request's time in microseconds (the benchmarks sum them).
+ACCESS_LOG = env_str("DANDIZARR_ACCESS_LOG", "-")
 # The address clients use to reach this service; the local storage backend's presigned URLs
 # point here.
 PUBLIC_URL = env_str("DANDIZARR_PUBLIC_URL", f"http://{HOST}:{PORT}").rstrip("/")

@@ -47,6 +47,32 @@ def test_open_upload_finalize_keeps_only_verified(owner: Actor, zarr_id: str) ->
     assert_tree_matches_storage(zarr_id)
 
 
+def test_open_upload_refuses_file_directory_clashes_across_requests(
+    owner: Actor, zarr_id: str
+) -> None:
+    """A later POST files/ is checked against the paths earlier ones added (each request checks
+    only its own paths against the archive, not the whole open upload again)."""
+    assert upload(owner.client, zarr_id, {"committed/f": b"c"}).status_code == 200
+    files = f"/api/zarr/{zarr_id}/files/"
+
+    def ask(*paths: str) -> requests.Response:
+        body = [{"path": p, "base64md5": _b64(p.encode())} for p in paths]
+        return owner.client.post(files, body, format="json")
+
+    assert ask("a/b/1", "c").status_code == 200
+    assert ask("a/b/1", "d").status_code == 200  # asked again: no clash with itself
+    inside_a_file = ask("c/2")
+    assert inside_a_file.status_code == 400, inside_a_file.content
+    assert "is also a directory in this batch" in inside_a_file.content.decode()
+    over_a_directory = ask("a/b")
+    assert over_a_directory.status_code == 400, over_a_directory.content
+    assert ask("a").status_code == 400
+    assert ask("committed").status_code == 400  # a directory of the archive
+    done = owner.client.post(f"/api/zarr/{zarr_id}/finalize/")
+    assert done.status_code == 200 and done.json()["missing"] == ["a/b/1", "c", "d"]
+    assert_tree_matches_storage(zarr_id)
+
+
 def test_open_upload_and_batch_flow_exclude_each_other(owner: Actor, zarr_id: str) -> None:
     upload(owner.client, zarr_id, {"x": b"x"}, complete=False)
     response = owner.client.post(

@@ -4,7 +4,7 @@ clashes), finding the open one, and the report of what was not uploaded as decla
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -101,6 +101,31 @@ def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot
             problems.append(
                 {"path": clashing, "problem": f"would be inside {ancestor!r}, which is a file"}
             )
+    if problems:
+        raise invalid("paths", problems)
+
+
+def check_added_paths_clashes(
+    added: Sequence[str], held: Iterable[str], snapshot: ArchiveSnapshot
+) -> None:
+    """``check_file_directory_clashes`` for ``added`` joining ``held`` (paths of an open upload,
+    checked when they joined it): ``added`` against the archive and each other, and both sets
+    against each other. ``held`` need not be checked against the archive again: while an
+    upload is open no other batch commits, and deletions cannot make a clash."""
+    check_file_directory_clashes(added, snapshot)
+    held_files = set(held)
+    held_directories: set[str] = set()
+    for path in held_files:
+        directory = path.rpartition("/")[0]
+        while directory and directory not in held_directories:
+            held_directories.add(directory)
+            directory = directory.rpartition("/")[0]
+    directories = {p for p in added if p in held_directories}
+    directories |= {a for p in added for a in _ancestors(p) if a in held_files}
+    problems: list[Problem] = [
+        {"path": path, "problem": "is also a directory in this batch"}
+        for path in sorted(directories)
+    ]
     if problems:
         raise invalid("paths", problems)
 
