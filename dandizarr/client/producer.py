@@ -92,6 +92,7 @@ class BatchProducer:
             if held:
                 assert self.packer is not None  # only the packer holds files back
                 plans, loose = self.packer.plan_shards(listing, held)
+                del held  # the plans hold the positions
                 for i in loose:
                     if not add_loose(listing.file(i)):
                         return
