@@ -97,7 +97,7 @@ class PackBatchSender:
             return
 
     def _start(self, shards: Sequence[PreparedShard]) -> tuple[int, list[str]]:
-        body = [s.request_json() for s in shards]
+        body = [(s.name, s.declaration()) for s in shards]
         client, zarr_id = self.session.client, self.session.zarr_id
         return self.session.start(
             lambda: client.start_pack_batch(zarr_id, body),

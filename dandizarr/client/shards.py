@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import math
 import shutil
 import tempfile
@@ -93,24 +94,27 @@ class PreparedShard:
             with contextlib.suppress(FileNotFoundError):
                 self.file.unlink()
 
-    def request_json(self) -> dict[str, Any]:
-        """The shard as a pack batch declares it (docs/sharded.md)."""
+    def declaration(self) -> bytearray:
+        """The shard as a pack batch declares it (docs/sharded.md), as JSON, encoded member by
+        member (no dict per member)."""
         declared: dict[str, Any] = {"name": self.name, "etag": self.md5, "size": self.size}
         if self.chunks_per_shard is not None:
             declared["chunks_per_shard"] = list(self.chunks_per_shard)
-        return {
-            **declared,
-            "members": [
-                {
-                    "path": m.path,
-                    "md5": m.md5,
-                    "size": m.length,
-                    "offset": m.offset,
-                    "slot": m.slot,
-                }
-                for m in self.members
-            ],
-        }
+        out = bytearray(json.dumps(declared, separators=(",", ":"))[:-1].encode())
+        out += b',"members":['
+        for k, m in enumerate(self.members):
+            if k:
+                out += b","
+            member = {
+                "path": m.path,
+                "md5": m.md5,
+                "size": m.length,
+                "offset": m.offset,
+                "slot": m.slot,
+            }
+            out += json.dumps(member, separators=(",", ":")).encode()
+        out += b"]}"
+        return out
 
 
 @dataclass
