@@ -14,7 +14,10 @@ def content_md5(md5_hex: str) -> str:
 
 
 def tree_checksum(entries: Iterable[tuple[str, int, str]]) -> str:
-    """The archive checksum ``md5-count--size`` of these files, as the server computes it."""
-    summary = compute_tree(sorted(entries))
+    """The archive checksum ``md5-count--size`` of these files, as the server computes it.
+
+    A collection in any order, or an iterator in path order (streamed: no list of entries).
+    """
+    summary = compute_tree(entries)
     digest = str(summary.digest)
     return digest if "--" in digest else f"{digest}-{summary.count}--{summary.size}"

@@ -58,7 +58,7 @@ class PackBatchSender:
                 for outcome in outcomes:
                     if outcome.status is PutStatus.OK:
                         shard = outcome.entry
-                        self.progress.advance(-len(shard.entries), -shard.member_bytes)
+                        self.progress.advance(-len(shard.members), -shard.member_bytes)
                 restarts += 1
                 self.result.batch_restarts += 1
                 if restarts > MAX_BATCH_RESTARTS:
@@ -85,7 +85,7 @@ class PackBatchSender:
                 raise ClientError(
                     f"the server refused pack batch {batch_id} of zarr archive {zarr_id}: {error}"
                 )
-            files = sum(len(s.entries) for s in shards)
+            files = sum(len(s.members) for s in shards)
             nbytes = sum(s.member_bytes for s in shards)
             self.result.batches += 1
             self.result.pack_batches += 1
@@ -97,7 +97,7 @@ class PackBatchSender:
             return
 
     def _start(self, shards: Sequence[PreparedShard]) -> tuple[int, list[str]]:
-        body = [s.request_json() for s in shards]
+        body = [(s.name, s.declaration()) for s in shards]
         client, zarr_id = self.session.client, self.session.zarr_id
         return self.session.start(
             lambda: client.start_pack_batch(zarr_id, body),
@@ -145,6 +145,6 @@ class PackBatchSender:
                 file.close()
         if response.ok:
             if count:
-                self.progress.advance(len(shard.entries), shard.member_bytes)
+                self.progress.advance(len(shard.members), shard.member_bytes)
             return PutOutcome(shard, PutStatus.OK)
         return refused(shard, response)

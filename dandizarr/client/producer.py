@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from array import array
 from pathlib import Path
 from typing import TypeAlias
 
@@ -16,7 +17,7 @@ from dandizarr.client.models import RemoteFile, ServiceInfo
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
 from dandizarr.client.shards import PackBatch, ShardBuilder
-from dandizarr.client.upload_types import LocalFile, UploadOptions
+from dandizarr.client.upload_types import LocalFile, LocalListing, UploadOptions
 
 # What the queue carries: a loose batch, a pack batch, None at the end, or the error.
 Produced: TypeAlias = list[LocalFile] | PackBatch | BaseException | None
@@ -40,8 +41,6 @@ class BatchProducer:
         self.stop = stop
         self.out = out
         self.packer = packer
-        # Every local file as hashed (for the expected checksum at the end).
-        self.entries: list[LocalFile] = []
 
     def put(self, item: Produced) -> bool:
         """Queue an item, unless the upload stops first (then False)."""
@@ -53,10 +52,12 @@ class BatchProducer:
                 continue
         return False
 
-    def run(self, paths: list[str], remote: dict[str, RemoteFile], info: ServiceInfo) -> None:
+    def run(self, listing: LocalListing, remote: dict[str, RemoteFile], info: ServiceInfo) -> None:
+        """Hash every file of ``listing`` (its sizes and md5s are set as they are hashed) and
+        queue the batches of those to send."""
         jobs = self.options.hash_jobs or min(8, os.cpu_count() or 1)
-        hashed = md5_files(self.root, paths, jobs=jobs)
-        held: list[LocalFile] = []  # chunk files, packed once hashing is done
+        hashed = md5_files(self.root, listing.paths, jobs=jobs)
+        held = array("q")  # positions of chunk files, packed once hashing is done
         batch: list[LocalFile] = []
         batch_bytes = 0
 
@@ -74,34 +75,32 @@ class BatchProducer:
             return True
 
         try:
-            for path, size, md5 in hashed:
+            for i, (path, size, md5) in enumerate(hashed):
                 if self.stop.is_set():
                     return
-                entry = LocalFile(str(path), int(size), md5)
-                self.entries.append(entry)
-                known = remote.get(entry.path)
-                if known is not None and known.size == entry.size and known.digest == entry.md5:
+                listing.set_hashed(i, size, md5)
+                known = remote.get(path)
+                if known is not None and known.size == size and known.digest == md5:
                     self.result.skipped_files += 1
-                    self.result.skipped_bytes += entry.size
-                    self.progress.advance(1, entry.size)
+                    self.result.skipped_bytes += size
+                    self.progress.advance(1, size)
                     continue
-                if self.packer is not None and self.packer.is_chunk(entry.path):
-                    held.append(entry)
-                elif not add_loose(entry):
+                if self.packer is not None and self.packer.is_chunk(path):
+                    held.append(i)
+                elif not add_loose(listing.file(i)):
                     return
             if held:
                 assert self.packer is not None  # only the packer holds files back
-                by_path = {e.path: e for e in held}
-                del held[:]  # by_path holds them
-                plans, loose = self.packer.plan_shards(by_path)
-                for path in loose:
-                    if not add_loose(by_path[path]):
+                plans, loose = self.packer.plan_shards(listing, held)
+                del held  # the plans hold the positions
+                for i in loose:
+                    if not add_loose(listing.file(i)):
                         return
                 # The loose files go first: metadata before the chunks that need it.
                 if batch and not self.put(batch):
                     return
                 batch = []
-                if not self.packer.build_batches(plans, by_path, info, self.put):
+                if not self.packer.build_batches(plans, listing, info, self.put):
                     return
             if batch and not self.put(batch):
                 return

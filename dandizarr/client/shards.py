@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import math
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,17 +29,17 @@ from dandizarr.client.errors import ClientError
 from dandizarr.client.models import ServiceInfo
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
-from dandizarr.client.upload_types import LocalFile, UploadOptions
+from dandizarr.client.upload_types import LocalListing, UploadOptions
 from sharding.archive_packing import (
     METADATA_NAMES,
+    IndexedShardPlan,
     MemberRecord,
     PackingError,
     ShardLayout,
-    ShardPlan,
     build_shard,
     default_chunks_per_shard,
     find_grids,
-    plan_shards,
+    plan_shard_indices,
 )
 
 # Members per pack batch when the service does not say (older services have no pack batches).
@@ -56,15 +58,14 @@ class PreparedShard:
     name: str
     size: int
     md5: str
-    members: tuple[MemberRecord, ...]
-    entries: tuple[LocalFile, ...]  # the member files, as hashed
+    members: tuple[MemberRecord, ...]  # the member files, as hashed
     data: bytes | None = None
     file: Path | None = None
     chunks_per_shard: tuple[int, ...] | None = None  # the shape of the shard's index
 
     @property
     def member_bytes(self) -> int:
-        return sum(e.size for e in self.entries)
+        return sum(m.length for m in self.members)
 
     def read(self) -> bytes:
         if self.data is not None:
@@ -93,24 +94,27 @@ class PreparedShard:
             with contextlib.suppress(FileNotFoundError):
                 self.file.unlink()
 
-    def request_json(self) -> dict[str, Any]:
-        """The shard as a pack batch declares it (docs/sharded.md)."""
+    def declaration(self) -> bytearray:
+        """The shard as a pack batch declares it (docs/sharded.md), as JSON, encoded member by
+        member (no dict per member)."""
         declared: dict[str, Any] = {"name": self.name, "etag": self.md5, "size": self.size}
         if self.chunks_per_shard is not None:
             declared["chunks_per_shard"] = list(self.chunks_per_shard)
-        return {
-            **declared,
-            "members": [
-                {
-                    "path": m.path,
-                    "md5": m.md5,
-                    "size": m.length,
-                    "offset": m.offset,
-                    "slot": m.slot,
-                }
-                for m in self.members
-            ],
-        }
+        out = bytearray(json.dumps(declared, separators=(",", ":"))[:-1].encode())
+        out += b',"members":['
+        for k, m in enumerate(self.members):
+            if k:
+                out += b","
+            member = {
+                "path": m.path,
+                "md5": m.md5,
+                "size": m.length,
+                "offset": m.offset,
+                "slot": m.slot,
+            }
+            out += json.dumps(member, separators=(",", ":")).encode()
+        out += b"]}"
+        return out
 
 
 @dataclass
@@ -138,9 +142,10 @@ def fit_chunks_per_shard(chunks_per_shard: Sequence[int], limit: int) -> tuple[i
     return tuple(cps)
 
 
-def _estimated_size(plan: ShardPlan, by_path: dict[str, LocalFile]) -> int:
+def _estimated_size(plan: IndexedShardPlan, listing: LocalListing) -> int:
     """A shard's bytes: its members and its index (16 bytes a slot, 4 of checksum)."""
-    return sum(by_path[m.path].size for m in plan.members) + 16 * plan.layout.slots() + 4
+    sizes = listing.sizes
+    return sum(sizes[i] for i in plan.positions) + 16 * plan.layout.slots() + 4
 
 
 class ShardBuilder:
@@ -227,16 +232,25 @@ class ShardBuilder:
                     return True
         return False
 
-    def plan_shards(self, paths: Iterable[str]) -> tuple[list[ShardPlan], list[str]]:
-        """The shards these chunk files go into, and the files that fit no shard (loose)."""
-        return plan_shards(self.layouts, paths)
+    def plan_shards(
+        self, listing: LocalListing, held: array[int]
+    ) -> tuple[list[IndexedShardPlan], array[int]]:
+        """The shards the chunk files at positions ``held`` of ``listing`` go into (members as
+        positions in ``listing``), and the positions of those that fit no shard (loose)."""
+        paths = listing.paths
+        plans, loose = plan_shard_indices(self.layouts, (paths[i] for i in held))
+        for plan in plans:
+            positions = plan.positions
+            for k, j in enumerate(positions):
+                positions[k] = held[j]
+        return plans, array("q", (held[j] for j in loose))
 
     # --- building (producer thread) ----------------------------------------------------------
 
     def build_batches(
         self,
-        plans: Sequence[ShardPlan],
-        by_path: dict[str, LocalFile],
+        plans: Sequence[IndexedShardPlan],
+        listing: LocalListing,
         info: ServiceInfo,
         put: Callable[[PackBatch], bool],
     ) -> bool:
@@ -244,21 +258,21 @@ class ShardBuilder:
         ``put``; False when the upload stopped first (or ``put`` refused)."""
         shard_limit = info.batch_limit
         member_limit = info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
-        groups: list[list[ShardPlan]] = []
+        groups: list[list[IndexedShardPlan]] = []
         members = nbytes = 0
         for plan in plans:
-            size = _estimated_size(plan, by_path)
+            size = _estimated_size(plan, listing)
             if groups and (
                 len(groups[-1]) < shard_limit
-                and members + len(plan.members) <= member_limit
+                and members + len(plan.positions) <= member_limit
                 and nbytes + size <= self.options.max_batch_bytes
             ):
                 groups[-1].append(plan)
-                members += len(plan.members)
+                members += len(plan.positions)
                 nbytes += size
             else:
                 groups.append([plan])
-                members, nbytes = len(plan.members), size
+                members, nbytes = len(plan.positions), size
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="dandizarr-pack") as pool:
             for group in groups:
                 while not self._slots.acquire(timeout=0.2):
@@ -268,7 +282,7 @@ class ShardBuilder:
                     return False
                 built = [
                     shard
-                    for shard in pool.map(lambda plan: self._build_shard(plan, by_path), group)
+                    for shard in pool.map(lambda plan: self._build_shard(plan, listing), group)
                     if shard is not None
                 ]
                 if not built:
@@ -284,50 +298,45 @@ class ShardBuilder:
         """A pack batch was sent (or given up): the next one may be built."""
         self._slots.release()
 
-    def _build_shard(self, plan: ShardPlan, by_path: dict[str, LocalFile]) -> PreparedShard | None:
+    def _build_shard(self, plan: IndexedShardPlan, listing: LocalListing) -> PreparedShard | None:
         """Build one shard from the member files on disk; a file that no longer has the md5 it
         was hashed with is left out and reported (as a loose upload does)."""
         if self.stop.is_set():
             return None
-        entries = [by_path[m.path] for m in plan.members]
-        slots = {m.path: m.slot for m in plan.members}
-        included: list[LocalFile] = []
+        paths, sizes = listing.paths, listing.sizes
 
         def members() -> Iterator[tuple[str, int | None, bytes]]:
-            for entry in entries:
+            for i, slot in zip(plan.positions, plan.slots, strict=True):
+                path = paths[i]
                 try:
-                    data = (self.root / entry.path).read_bytes()
+                    data = (self.root / path).read_bytes()
                 except FileNotFoundError:
-                    self._report_changed(entry, "deleted")
+                    self._report_changed(path, "deleted")
                     continue
-                if len(data) != entry.size or hashlib.md5(data).hexdigest() != entry.md5:
-                    self._report_changed(entry, "content differs from its hash")
+                if len(data) != sizes[i] or hashlib.md5(data).digest() != listing.digest(i):
+                    self._report_changed(path, "content differs from its hash")
                     continue
-                included.append(entry)
-                yield entry.path, slots[entry.path], data
+                yield path, slot, data
 
         cps = plan.layout.chunks_per_shard
-        if _estimated_size(plan, by_path) <= SHARD_IN_MEMORY or self.scratch is None:
+        if _estimated_size(plan, listing) <= SHARD_IN_MEMORY or self.scratch is None:
             sink = io.BytesIO()
             built = build_shard(cps, members(), sink)
-            shard = PreparedShard(
-                plan.name, built.size, built.md5, built.members, (), data=sink.getvalue()
-            )
+            shard = PreparedShard(plan.name, built.size, built.md5, built.members, sink.getvalue())
         else:
             target = self.scratch / f"{hashlib.sha1(plan.name.encode()).hexdigest()}.shard"
             with target.open("wb") as file:
                 built = build_shard(cps, members(), file)
-            shard = PreparedShard(plan.name, built.size, built.md5, built.members, (), file=target)
-        shard.entries = tuple(included)
+            shard = PreparedShard(plan.name, built.size, built.md5, built.members, file=target)
         shard.chunks_per_shard = tuple(cps)
-        if not included:
+        if not shard.members:
             shard.discard()
             return None
         if self.after_build is not None:
             self.after_build(shard)
         return shard
 
-    def _report_changed(self, entry: LocalFile, why: str) -> None:
+    def _report_changed(self, path: str, why: str) -> None:
         with self._changed_lock:
-            self.result.changed_files.append(entry.path)
-        self.progress.message(f"{entry.path} changed on disk after it was hashed ({why}); not sent")
+            self.result.changed_files.append(path)
+        self.progress.message(f"{path} changed on disk after it was hashed ({why}); not sent")

@@ -14,7 +14,7 @@ in the batch: a file that changed on disk since it was hashed is not uploaded bu
 
 from __future__ import annotations
 
-import itertools
+import heapq
 import os
 import queue
 import threading
@@ -36,7 +36,7 @@ from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
 from dandizarr.client.shards import PackBatch, PreparedShard, ShardBuilder
 from dandizarr.client.storage_puts import StoragePuts
-from dandizarr.client.upload_types import LocalFile, UploadOptions
+from dandizarr.client.upload_types import LocalListing, UploadOptions
 
 
 class Uploader:
@@ -87,11 +87,10 @@ class Uploader:
         self.progress.message(f"listing zarr archive {self.zarr_id} on {self.client.server}...")
         scan_started = time.perf_counter()
         remote = {f.path: f for f in self.client.iter_files(self.zarr_id)}
-        local = list(iter_local_files(self.root))
-        self.result.local_files = len(local)
-        self.result.local_bytes = sum(size for _, size in local)
-        paths = [path for path, _ in local]
-        del local  # a tuple per file: only the paths are kept
+        listing = LocalListing(iter_local_files(self.root))
+        self.result.local_files = len(listing)
+        self.result.local_bytes = sum(listing.sizes)
+        paths = listing.paths
         local_paths = set(paths) if remote else set()
         remote_only = [path for path in remote if path not in local_paths]
         del local_paths
@@ -112,14 +111,14 @@ class Uploader:
         self.result.add_time("scan", scan_started)
         self.progress.start(self.result.local_files, self.result.local_bytes)
         try:
-            hashed = self._pipeline(paths, remote, info)
+            self._pipeline(listing, remote, info)
         finally:
             self.progress.close()
             if self.packer is not None:
                 self.packer.cleanup()
         verify_started = time.perf_counter()
         kept = [] if self.options.sync else [remote[path] for path in remote_only]
-        self._verify(hashed, kept)
+        self._verify(listing, kept)
         self.result.add_time("verify", verify_started)
         self.result.retries = self.client.retries.count
         self.result.elapsed_seconds = time.perf_counter() - started
@@ -166,15 +165,13 @@ class Uploader:
             )
         return archive
 
-    def _verify(self, hashed: list[LocalFile], kept: list[RemoteFile]) -> None:
+    def _verify(self, hashed: LocalListing, kept: list[RemoteFile]) -> None:
         """``hashed``: every local file as hashed; ``kept``: remote files absent locally."""
-        self.result.local_checksum = tree_checksum((e.path, e.size, e.md5) for e in hashed)
+        # Both in path order, so the checksums stream: no tuple per file held.
+        self.result.local_checksum = tree_checksum(hashed.entries())
         self.result.expected_checksum = (
             tree_checksum(
-                itertools.chain(
-                    ((e.path, e.size, e.md5) for e in hashed),
-                    ((f.path, f.size, f.digest) for f in kept),
-                )
+                heapq.merge(hashed.entries(), sorted((f.path, f.size, f.digest) for f in kept))
             )
             if kept
             else self.result.local_checksum
@@ -183,20 +180,20 @@ class Uploader:
             self.zarr_id, timeout=self.options.checksum_timeout, progress=self.progress
         )
         self.result.server_checksum = archive.checksum
-        if archive.checksum is None and archive.file_count == 0 and not hashed and not kept:
+        if archive.checksum is None and archive.file_count == 0 and not len(hashed) and not kept:
             self.result.server_checksum = self.result.expected_checksum
 
     def _pipeline(
-        self, paths: list[str], remote: dict[str, RemoteFile], info: ServiceInfo
-    ) -> list[LocalFile]:
-        """Hash and send every batch; every local file as hashed."""
+        self, listing: LocalListing, remote: dict[str, RemoteFile], info: ServiceInfo
+    ) -> None:
+        """Hash (into ``listing``) and send every batch."""
         assert self.batches is not None
         produced: queue.Queue[Produced] = queue.Queue(maxsize=4)
         producer = BatchProducer(
             self.root, self.options, self.result, self.progress, self._stop, produced, self.packer
         )
         thread = threading.Thread(
-            target=producer.run, args=(paths, remote, info), name="dandizarr-hash", daemon=True
+            target=producer.run, args=(listing, remote, info), name="dandizarr-hash", daemon=True
         )
         thread.start()
         puts = StoragePuts(self.client, self.result, self.client.jobs)
@@ -244,7 +241,6 @@ class Uploader:
                     break
                 if isinstance(left, PackBatch):
                     left.discard()
-        return producer.entries
 
     def _cancel_quietly(self) -> None:
         """Cancel our batch on the way out of a failure; the original error matters more."""

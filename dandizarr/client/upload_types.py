@@ -1,7 +1,10 @@
-"""The records the parts of an upload pass around: its options, and a local file as hashed."""
+"""The records the parts of an upload pass around: its options, a local file as hashed, and
+the listing of every local file (compact: no object per file)."""
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 # A batch's PUTs must finish before its URLs expire; bounding its bytes keeps that likely.
@@ -17,6 +20,41 @@ class LocalFile:
     path: str
     size: int
     md5: str
+
+
+class LocalListing:
+    """The local files of an upload in path order, as columns: paths (str), sizes and md5
+    digests (16 bytes each, in one bytearray); about 24 bytes a file beside its path. Sizes
+    come from the listing until a file is hashed (``set_hashed``), then are the bytes hashed."""
+
+    def __init__(self, files: Iterable[tuple[str, int]]) -> None:
+        self.paths: list[str] = []
+        self.sizes = array("q")
+        for path, size in files:
+            self.paths.append(path)
+            self.sizes.append(size)
+        self.digests = bytearray(16 * len(self.paths))
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def set_hashed(self, i: int, size: int, md5: str) -> None:
+        self.sizes[i] = size
+        self.digests[16 * i : 16 * i + 16] = bytes.fromhex(md5)
+
+    def digest(self, i: int) -> bytes:
+        return bytes(self.digests[16 * i : 16 * i + 16])
+
+    def md5(self, i: int) -> str:
+        return self.digests[16 * i : 16 * i + 16].hex()
+
+    def file(self, i: int) -> LocalFile:
+        return LocalFile(self.paths[i], self.sizes[i], self.md5(i))
+
+    def entries(self) -> Iterator[tuple[str, int, str]]:
+        """(path, size, md5) of every file, in path order (once all are hashed)."""
+        for i, path in enumerate(self.paths):
+            yield path, self.sizes[i], self.md5(i)
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,12 @@ from sharding.archive_packing.chunk_grids import (
 )
 from sharding.archive_packing.plans import (
     DEFAULT_SHARD_BYTES,
+    IndexedShardPlan,
     PlannedMember,
     ShardLayout,
     ShardPlan,
     default_chunks_per_shard,
+    plan_shard_indices,
     plan_shards,
 )
 from sharding.archive_packing.shard_objects import (
@@ -39,6 +41,7 @@ __all__ = [
     "METADATA_NAMES",
     "BuiltShard",
     "ChunkGrid",
+    "IndexedShardPlan",
     "MemberRecord",
     "PackingError",
     "PlannedMember",
@@ -49,6 +52,7 @@ __all__ = [
     "find_grids",
     "grid_from_metadata",
     "member_problems",
+    "plan_shard_indices",
     "plan_shards",
     "verify_members",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -11,10 +12,12 @@ from sharding.archive_packing.chunk_grids import ChunkGrid, PackingError, is_pla
 
 __all__ = [
     "DEFAULT_SHARD_BYTES",
+    "IndexedShardPlan",
     "PlannedMember",
     "ShardLayout",
     "ShardPlan",
     "default_chunks_per_shard",
+    "plan_shard_indices",
     "plan_shards",
 ]
 
@@ -110,43 +113,79 @@ def _ancestors(path: str) -> Iterable[str]:
         yield "/".join(parts[:i])
 
 
-def plan_shards(
+@dataclass(frozen=True)
+class IndexedShardPlan:
+    """A shard plan without an object per member (for listings of millions of files): the
+    members' positions in the planned paths and their slots, both by slot."""
+
+    name: str
+    layout: ShardLayout
+    positions: array[int]
+    slots: array[int]
+
+
+def plan_shard_indices(
     layouts: Sequence[ShardLayout], paths: Iterable[str]
-) -> tuple[list[ShardPlan], list[str]]:
-    """Group chunk files into shards (plans sorted by name); the rest stay loose, in input
-    order. A path claimed by two layouts goes to the first; a repeated path counts once."""
+) -> tuple[list[IndexedShardPlan], array[int]]:
+    """Group chunk files into shards (plans sorted by name), members as positions in
+    ``paths``; the positions of the rest (loose), in input order. A path claimed by two layouts
+    goes to the first; of two paths landing in one slot (a repeated path) the first counts."""
     by_dir: dict[str, list[int]] = {}
     for i, layout in enumerate(layouts):
         by_dir.setdefault(layout.grid.array_path, []).append(i)
-    shards: dict[tuple[int, tuple[int, ...]], dict[int, str]] = {}
-    loose: list[str] = []
-    seen: set[str] = set()
-    for path in paths:
-        if path in seen:
-            continue
-        seen.add(path)
+    shards: dict[tuple[int, tuple[int, ...]], tuple[array[int], array[int]]] = {}
+    loose = array("q")
+    for position, path in enumerate(paths):
         placed = False
         candidates = sorted(i for d in _ancestors(path) for i in by_dir.get(d, ()))
         for i in candidates:
             coords = layouts[i].grid.chunk_coords(path)
             if coords is not None:
                 shard, slot = layouts[i].shard_of(coords)
-                shards.setdefault((i, shard), {})[slot] = path
+                found = shards.get((i, shard))
+                if found is None:
+                    found = shards[(i, shard)] = (array("q"), array("q"))
+                found[0].append(position)
+                found[1].append(slot)
                 placed = True
                 break
         if not placed:
-            loose.append(path)
+            loose.append(position)
     plans = []
-    for (i, shard), members in shards.items():
+    for (i, shard), (positions, slots) in shards.items():
+        by_slot, kept_slots = array("q"), array("q")
+        # Stable: of positions sharing a slot, the first comes first and is the one kept.
+        for k in sorted(range(len(slots)), key=slots.__getitem__):
+            if kept_slots and kept_slots[-1] == slots[k]:
+                continue
+            by_slot.append(positions[k])
+            kept_slots.append(slots[k])
+        del positions[:], slots[:]
         plans.append(
-            ShardPlan(
-                name=layouts[i].shard_name(shard),
-                layout=layouts[i],
-                members=tuple(PlannedMember(members[s], s) for s in sorted(members)),
-            )
+            IndexedShardPlan(layouts[i].shard_name(shard), layouts[i], by_slot, kept_slots)
         )
     plans.sort(key=lambda p: p.name)
     for a, b in itertools.pairwise(plans):
         if a.name == b.name:
             raise PackingError(f"two arrays' layouts give the same shard name {a.name!r}")
     return plans, loose
+
+
+def plan_shards(
+    layouts: Sequence[ShardLayout], paths: Iterable[str]
+) -> tuple[list[ShardPlan], list[str]]:
+    """``plan_shard_indices`` with the members as paths: the rest stay loose, in input order;
+    a repeated path counts once."""
+    unique = list(dict.fromkeys(paths))
+    indexed, loose = plan_shard_indices(layouts, unique)
+    plans = [
+        ShardPlan(
+            name=plan.name,
+            layout=plan.layout,
+            members=tuple(
+                PlannedMember(unique[p], s) for p, s in zip(plan.positions, plan.slots, strict=True)
+            ),
+        )
+        for plan in indexed
+    ]
+    return plans, [unique[p] for p in loose]

@@ -16,6 +16,7 @@ from dandizarr.client.journal import BatchJournal
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.results import UploadResult, format_bytes
 from dandizarr.client.storage_puts import FileChangedError, HashingReader
+from dandizarr.client.upload_types import LocalFile, LocalListing
 
 
 def test_journal_tells_a_killed_run_from_a_live_one_and_another_host(tmp_path: Path) -> None:
@@ -58,6 +59,19 @@ def test_hashing_reader_hashes_what_it_sends_and_notices_a_shorter_file(tmp_path
     assert reader.read(4) == b"0123"
     with pytest.raises(FileChangedError):
         reader.read(4)
+
+
+def test_local_listing_columns_and_streamed_checksum() -> None:
+    listing = LocalListing([("a", 1), ("b/c", 7)])
+    assert len(listing) == 2 and listing.paths == ["a", "b/c"]
+    listing.set_hashed(0, 1, "f" * 32)
+    listing.set_hashed(1, 2, "0123456789abcdef" * 2)  # the size hashed replaces the listed one
+    assert listing.file(1) == LocalFile("b/c", 2, "0123456789abcdef" * 2)
+    assert listing.digest(0) == b"\xff" * 16
+    entries = list(listing.entries())
+    assert entries == [("a", 1, "f" * 32), ("b/c", 2, "0123456789abcdef" * 2)]
+    # An iterator in path order streams; the same checksum as the sorted collection.
+    assert tree_checksum(listing.entries()) == tree_checksum(entries[::-1])
 
 
 def test_checksum_and_formatting_helpers() -> None:

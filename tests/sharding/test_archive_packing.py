@@ -27,6 +27,7 @@ from sharding.archive_packing import (
     find_grids,
     grid_from_metadata,
     member_problems,
+    plan_shard_indices,
     plan_shards,
     verify_members,
 )
@@ -366,6 +367,20 @@ def test_plan_shards_2d_with_metadata() -> None:
     assert sorted(m.path for p in plans for m in p.members) == sorted(chunks)
     for plan in plans:
         assert [m.slot for m in plan.members] == sorted(m.slot for m in plan.members)
+
+
+def test_plan_shard_indices_gives_positions_by_slot() -> None:
+    layout = ShardLayout(ChunkGrid("", (4, 4), (1, 1), ".", "", 1), (2, 2))
+    paths = [".zarray", "1.1", "0.0", "notes", "0.1", "1.1", "3.3"]
+    plans, loose = plan_shard_indices([layout], paths)
+    assert list(loose) == [0, 3]
+    assert [p.name for p in plans] == ["0.0.shard", "1.1.shard"]
+    first = plans[0]
+    # By slot; of the two positions of "1.1" (one slot) the first is kept.
+    assert list(first.slots) == [0, 1, 3]
+    assert list(first.positions) == [2, 4, 1]
+    assert list(plans[1].positions) == [6]
+    assert list(plans[1].slots) == [3]
 
 
 def test_plan_shards_first_layout_wins_and_nested_arrays() -> None:
