@@ -260,7 +260,7 @@ class RawPuts:
         )
         return cls(
             [
-                Transfer("PUT", url, {"Content-MD5": content_md5(md5)}, data)
+                Transfer(url, {"Content-MD5": content_md5(md5)}, data)
                 for url, md5, data in zip(urls, md5s, bodies, strict=True)
             ]
         )

@@ -1,4 +1,4 @@
-"""Many storage requests at once from one thread, on libcurl's multi interface (pycurl).
+"""Many storage PUTs at once from one thread, on libcurl's multi interface (pycurl).
 
 Threads over ``requests`` spend about 1 ms of CPU per small PUT (building the request, the
 connection pool, the GIL handed between 32 threads); libcurl does the HTTP in C and one Python
@@ -23,7 +23,7 @@ import pycurl
 
 # A request that made no progress for this long is abandoned (as requests' read timeout).
 _LOW_SPEED_BYTES = 1
-# Bytes of an error reply kept for the caller's message.
+# Bytes of a reply kept (for an error's message: the body of a successful PUT is empty).
 _ERROR_BODY_LIMIT = 4096
 
 
@@ -33,9 +33,9 @@ class Readable(Protocol):
 
 @dataclass
 class Transfer:
-    """One request: a PUT of ``body`` (bytes, or a reader with its ``size``), or a GET."""
+    """One PUT of ``body`` (bytes, or a reader with its ``size``). Downloads have their own
+    engine (``storage_gets``), which streams bodies into files."""
 
-    method: str
     url: str
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | Readable | None = None
@@ -101,19 +101,16 @@ class _Slot:
         c.setopt(pycurl.HTTPHEADER, headers)
         c.setopt(pycurl.WRITEFUNCTION, self._write)
         c.setopt(pycurl.HEADERFUNCTION, self._header)
-        if transfer.method == "PUT":
-            c.setopt(pycurl.UPLOAD, 1)
-            body = transfer.body
-            if isinstance(body, bytes):
-                c.setopt(pycurl.INFILESIZE_LARGE, len(body))
-                c.setopt(pycurl.READDATA, BytesIO(body))
-            elif body is not None:
-                c.setopt(pycurl.INFILESIZE_LARGE, transfer.size)
-                c.setopt(pycurl.READFUNCTION, self._reader(body))
-            else:
-                c.setopt(pycurl.INFILESIZE_LARGE, 0)
-        elif transfer.method != "GET":
-            raise ValueError(f"unsupported method {transfer.method}")
+        c.setopt(pycurl.UPLOAD, 1)
+        body = transfer.body
+        if isinstance(body, bytes):
+            c.setopt(pycurl.INFILESIZE_LARGE, len(body))
+            c.setopt(pycurl.READDATA, BytesIO(body))
+        elif body is not None:
+            c.setopt(pycurl.INFILESIZE_LARGE, transfer.size)
+            c.setopt(pycurl.READFUNCTION, self._reader(body))
+        else:
+            c.setopt(pycurl.INFILESIZE_LARGE, 0)
 
     def _reader(self, body: Readable) -> Callable[[int], bytes | int]:
         def read(size: int) -> bytes | int:
@@ -126,11 +123,8 @@ class _Slot:
         return read
 
     def _write(self, data: bytes) -> None:
-        if self.reply_body.tell() < _ERROR_BODY_LIMIT or self.status_ok():
+        if self.reply_body.tell() < _ERROR_BODY_LIMIT:
             self.reply_body.write(data)
-
-    def status_ok(self) -> bool:
-        return bool(200 <= self.curl.getinfo(pycurl.RESPONSE_CODE) < 300)
 
     def _header(self, line: bytes) -> None:
         name, sep, value = line.decode("latin-1").partition(":")
@@ -168,7 +162,7 @@ class CurlTransfers:
         """Send every transfer (numbered in order), calling ``on_reply(number, reply)`` as each
         ends; stops taking new ones once ``should_stop()`` (those in flight finish)."""
         pending = deque(enumerate(transfers))
-        free = [s for s in self._slots]
+        free = list(self._slots)
         while len(self._slots) < min(self.connections, len(pending)):
             slot = _Slot()
             self._slots.append(slot)

@@ -17,7 +17,6 @@ import requests
 from dandizarr.client.api import ApiClient
 from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
 from dandizarr.client.digests import content_md5
-from dandizarr.client.errors import TransientError
 from dandizarr.client.results import UploadResult
 from dandizarr.client.retry import is_transient_status, parse_retry_after, request_with_retry
 from dandizarr.client.upload_types import LocalFile
@@ -183,7 +182,7 @@ class StoragePuts:
             if isinstance(body, HashingReader):
                 readers[len(sending)] = body
             sending.append(i)
-            transfers.append(Transfer("PUT", urls[i], _put_headers(entry.md5), body, entry.size))
+            transfers.append(Transfer(urls[i], _put_headers(entry.md5), body, entry.size))
         again: dict[int, float] = {}
 
         def on_reply(number: int, reply: Reply) -> None:
@@ -238,52 +237,6 @@ class StoragePuts:
         with self._lock:
             self.result.put_requests += 1
         return response
-
-    def put_file(self, root: Path, entry: LocalFile, url: str) -> PutOutcome[LocalFile]:
-        """PUT one local file, unless it no longer has the md5 it was hashed with (CHANGED)."""
-        if self.aborted.is_set():
-            return PutOutcome(entry, PutStatus.ABORTED)
-        full = root / entry.path
-        reader: HashingReader | None = None
-        body_factory: Callable[[], Body]
-        try:
-            if entry.size <= STREAM_THRESHOLD:
-                data = full.read_bytes()
-                if len(data) != entry.size or hashlib.md5(data).hexdigest() != entry.md5:
-                    return PutOutcome(entry, PutStatus.CHANGED, "content differs from its hash")
-
-                def body_factory() -> Body:
-                    return data
-            else:
-
-                def body_factory() -> Body:
-                    nonlocal reader
-                    if reader is not None:
-                        reader.close()
-                    reader = HashingReader(full, entry.size)
-                    return reader  # type: ignore[return-value]  # read() is all requests needs
-        except FileNotFoundError:
-            return PutOutcome(entry, PutStatus.CHANGED, "deleted")
-        except OSError as error:
-            return PutOutcome(entry, PutStatus.FAILED, str(error))
-        try:
-            response = self.send(url, entry.md5, body_factory)
-        except FileChangedError as error:
-            return PutOutcome(entry, PutStatus.CHANGED, str(error))
-        except TransientError as error:
-            return PutOutcome(entry, PutStatus.FAILED, str(error))
-        except requests.RequestException as error:
-            if isinstance(error.__context__, FileChangedError):
-                return PutOutcome(entry, PutStatus.CHANGED, str(error.__context__))
-            return PutOutcome(entry, PutStatus.FAILED, str(error))
-        finally:
-            if reader is not None:
-                reader.close()
-        if reader is not None and reader.md5.hexdigest() != entry.md5:
-            return PutOutcome(entry, PutStatus.CHANGED, "content differs from its hash")
-        if response.ok:
-            return PutOutcome(entry, PutStatus.OK)
-        return refused(entry, response)
 
 
 def _put_headers(md5_hex: str) -> dict[str, str]:
