@@ -247,9 +247,9 @@ DANDIZARR_CRASH_AT = env("DANDIZARR_CRASH_AT")
 # one of the same minor version (dandischema 0.14: 0.8.0); dandi 0.48.1 wants exactly 0.6.3.
 DANDIZARR_DANDI_SCHEMA_VERSION = env_str("DANDIZARR_DANDI_SCHEMA_VERSION", "0.8.0")
 DANDIZARR_DANDI_CLI_MINIMAL_VERSION = env_str("DANDIZARR_DANDI_CLI_MINIMAL_VERSION", "0.48.1")
-# Files one open upload of POST files/ may gather before POST finalize/ (per request: the
-# batch limit).
-DANDIZARR_OPEN_UPLOAD_FILE_LIMIT = env_int("DANDIZARR_OPEN_UPLOAD_FILE_LIMIT", 100_000)
+# Files one upload batch may gather, request by request (POST upload/add/, or DANDI's POST
+# files/), before it is completed (per request: the batch limit).
+DANDIZARR_OPEN_BATCH_FILE_LIMIT = env_int("DANDIZARR_OPEN_BATCH_FILE_LIMIT", 100_000)
 
 # --- Celery ----------------------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")

@@ -30,6 +30,7 @@ urlpatterns = [
     path("api/zarr/", archives.ArchiveListCreateView.as_view(), name="zarr-list"),
     path(zarr, archives.ArchiveDetailView.as_view(), name="zarr"),
     path(zarr + "upload/", archives.UploadView.as_view(), name="zarr-upload"),
+    path(zarr + "upload/add/", archives.UploadAddView.as_view(), name="zarr-upload-add"),
     path(zarr + "upload/complete/", archives.UploadCompleteView.as_view(), name="zarr-complete"),
     path(zarr + "pack/", archives.PackView.as_view(), name="zarr-pack"),
     path(zarr + "batches/<str:batch_id>/", archives.BatchDetailView.as_view(), name="zarr-batch"),

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from zarr_api.declarations import FileDeclaration
 from zarr_api.exceptions import Conflict, NotFound, ValidationFailed
-from zarr_api.models import Batch, ZarrArchive
+from zarr_api.models import Batch, BatchFile, ZarrArchive
 from zarr_api.parsers.problems import Problem, invalid
 from zarr_api.permissions import Requester, recorded_user, require_writer
 from zarr_api.selectors.archive_contents import ArchiveSnapshot, archive_snapshot
@@ -22,8 +23,12 @@ from zarr_api.services.archive_locks import (
     require_unfrozen,
 )
 from zarr_api.services.batch_endings import batch_endings_settle
+from zarr_api.services.bulk_rows import batch_files_insert
 from zarr_api.services.url_lifetimes import upload_urls_issued
 from zarr_api.storage import get_store
+
+# Marks the upload batch that DANDI's POST files/ opened (and that later POST files/ add to).
+OPEN_UPLOAD_NOTE = "open upload (POST files/)"
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,38 @@ def open_batch_create(
         raise Conflict(
             f"zarr archive {archive.zarr_id} already has an upload batch in progress"
         ) from error
+
+
+def open_batch_join(
+    *, user: Requester, archive: ZarrArchive, batch: Batch, files: Sequence[FileDeclaration]
+) -> None:
+    """Add ``files`` to the open upload ``batch`` of the locked ``archive``: a path it holds
+    already takes the new md5 (a retried request, or a file changed since); the batch may hold
+    at most ``DANDIZARR_OPEN_BATCH_FILE_LIMIT`` files. The caller signs their URLs."""
+    require_writer(user, archive.dandiset)
+    require_unfrozen(archive)
+    require_not_converting(archive)
+    paths = [f.path for f in files]
+    # Only the rows of the paths asked for, and only the paths of the rest: a batch grows a
+    # request at a time, and reading and checking all of it each time made it quadratic.
+    known = {
+        p: (pk, md5)
+        for pk, p, md5 in batch.files.filter(path__in=paths).values_list("pk", "path", "md5")
+    }
+    held = list(batch.files.values_list("path", flat=True))
+    added = sorted(set(paths) - known.keys())
+    limit = settings.DANDIZARR_OPEN_BATCH_FILE_LIMIT
+    if len(held) + len(added) > limit:
+        raise ValidationFailed(
+            f"the batch would hold {len(held) + len(added)} files; at most {limit} are allowed "
+            "before it is completed"
+        )
+    check_added_paths_clashes(added, held, archive_snapshot(archive, cached=True))
+    upload_urls_issued(archive)
+    for f in files:
+        if f.path in known and known[f.path][1] != f.md5:
+            BatchFile.objects.filter(pk=known[f.path][0]).update(md5=f.md5)
+    batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files if f.path not in known))
 
 
 def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot) -> None:

@@ -18,27 +18,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from zarr_api.declarations import FileDeclaration
-from zarr_api.exceptions import Conflict, NotFound, ValidationFailed
-from zarr_api.models import Batch, BatchFile, ZarrArchive
+from zarr_api.exceptions import Conflict, NotFound
+from zarr_api.models import Batch, ZarrArchive
 from zarr_api.permissions import Requester, require_writer
 from zarr_api.scheduling import tree_update_schedule
 from zarr_api.selectors.archive_contents import archive_snapshot
 from zarr_api.services.archive_locks import (
     lock_archive,
     next_sequence,
-    require_not_converting,
     require_unfrozen,
 )
 from zarr_api.services.batch_endings import deletion_create, uploaded_files_discard
 from zarr_api.services.batch_rules import (
+    OPEN_UPLOAD_NOTE,
     UploadTarget,
-    check_added_paths_clashes,
     open_batch_create,
+    open_batch_join,
     upload_urls_sign,
 )
 from zarr_api.services.bulk_rows import batch_files_insert, record_sizes
@@ -46,11 +45,8 @@ from zarr_api.services.deletions import files_delete
 from zarr_api.services.upload_batches import (
     uploaded_files_verify,
 )
-from zarr_api.services.url_lifetimes import reconcile_when_urls_expire, upload_urls_issued
+from zarr_api.services.url_lifetimes import reconcile_when_urls_expire
 from zarr_api.storage import get_store
-
-# Marks the upload batch that POST files/ opened (and that later POST files/ add to).
-OPEN_UPLOAD_NOTE = "open upload (POST files/)"
 
 
 def _open_batch(archive: ZarrArchive) -> Batch | None:
@@ -80,35 +76,10 @@ def open_upload_add(
             )
             batch.note = OPEN_UPLOAD_NOTE
             batch.save(update_fields=["note"])
-            known: dict[str, tuple[int, str]] = {}
+            batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files))
         else:
-            require_writer(user, archive.dandiset)
-            require_unfrozen(archive)
-            require_not_converting(archive)
             _require_open_upload(archive, batch)
-            # Only the rows of the paths asked for, and only the paths of the rest: the open
-            # upload grows a request at a time, and reading and checking all of it each time
-            # made a large upload quadratic.
-            known = {
-                p: (pk, md5)
-                for pk, p, md5 in batch.files.filter(path__in=paths).values_list(
-                    "pk", "path", "md5"
-                )
-            }
-            held = list(batch.files.values_list("path", flat=True))
-            added = sorted(set(paths) - known.keys())
-            limit = settings.DANDIZARR_OPEN_UPLOAD_FILE_LIMIT
-            if len(held) + len(added) > limit:
-                raise ValidationFailed(
-                    f"the open upload would hold {len(held) + len(added)} files; at most "
-                    f"{limit} are allowed before POST finalize/"
-                )
-            check_added_paths_clashes(added, held, archive_snapshot(archive, cached=True))
-            upload_urls_issued(archive)
-        for f in files:
-            if f.path in known and known[f.path][1] != f.md5:
-                BatchFile.objects.filter(pk=known[f.path][0]).update(md5=f.md5)
-        batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files if f.path not in known))
+            open_batch_join(user=user, archive=archive, batch=batch, files=files)
         urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files])
     return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
 

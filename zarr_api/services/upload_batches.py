@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from zarr_api.crash import crash_point
 from zarr_api.declarations import FileDeclaration
-from zarr_api.exceptions import Forbidden, NotFound
+from zarr_api.exceptions import Conflict, Forbidden, NotFound
 from zarr_api.models import Batch, BatchFile, ZarrArchive
-from zarr_api.permissions import Requester, require_writer
+from zarr_api.permissions import Requester, recorded_user, require_writer
 from zarr_api.scheduling import tree_update_schedule
 from zarr_api.services.archive_locks import lock_archive, next_sequence, require_unfrozen
 from zarr_api.services.batch_endings import (
@@ -24,11 +24,13 @@ from zarr_api.services.batch_endings import (
     stored_heads,
 )
 from zarr_api.services.batch_rules import (
+    OPEN_UPLOAD_NOTE,
     UploadTarget,
     Verification,
     open_batch_create,
     open_batch_find,
     open_batch_get,
+    open_batch_join,
     upload_urls_sign,
 )
 from zarr_api.services.bulk_rows import batch_files_insert, record_sizes
@@ -46,6 +48,30 @@ def batch_start(
         paths = [f.path for f in files]
         batch = open_batch_create(user=user, archive=archive, kind=Batch.Kind.UPLOAD, paths=paths)
         batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files))
+        urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files], acl=acl)
+    return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
+
+
+def batch_files_add(
+    *, user: Requester, archive: ZarrArchive, files: Sequence[FileDeclaration], acl: str = ""
+) -> list[UploadTarget]:
+    """Add ``files`` to the open batch its uploader started with ``POST upload/``, so a client
+    can ask for the next URLs while its PUTs run (one batch, verified once when completed)."""
+    with transaction.atomic():
+        archive = lock_archive(archive)
+        require_writer(user, archive.dandiset)  # before telling whether a batch is open
+        batch = open_batch_get(archive)  # NotFound when there is none
+        if batch.kind != Batch.Kind.UPLOAD or batch.note == OPEN_UPLOAD_NOTE:
+            raise Conflict(
+                f"zarr archive {archive.zarr_id}: files can only be added to a batch of files "
+                f"started with POST upload/ (batch {batch.pk} is not one)"
+            )
+        if recorded_user(user) != batch.user:
+            raise Conflict(
+                f"zarr archive {archive.zarr_id}: batch {batch.pk} is another client's upload; "
+                "files can only be added to your own"
+            )
+        open_batch_join(user=user, archive=archive, batch=batch, files=files)
         urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files], acl=acl)
     return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
 

@@ -30,7 +30,12 @@ from zarr_api.serializers import ArchiveCreateSerializer, ArchiveSerializer, Bat
 from zarr_api.services.conversion import archive_conversion_start
 from zarr_api.services.dandisets import archive_create
 from zarr_api.services.pack_batches import pack_batch_start
-from zarr_api.services.upload_batches import batch_cancel, batch_complete, batch_start
+from zarr_api.services.upload_batches import (
+    batch_cancel,
+    batch_complete,
+    batch_files_add,
+    batch_start,
+)
 
 
 class ArchiveListCreateView(generics.ListAPIView[ZarrArchive]):
@@ -112,6 +117,22 @@ class UploadView(APIView):
     def delete(self, request: Request, zarr_id: str) -> Response:
         batch_cancel(user=request.user, archive=archive_get(zarr_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class UploadAddView(APIView):
+    """More files for the open batch (its uploader's): their URLs, while earlier PUTs run."""
+
+    @extend_schema(
+        request={"application/json": {"type": "array", "items": {"type": "object"}}},
+        responses={200: {"type": "array", "items": {"type": "object"}}},
+    )
+    def post(self, request: Request, zarr_id: str) -> Response:
+        archive = archive_get(zarr_id)
+        require_writer(request.user, archive.dandiset)  # before the body is read
+        files = parse_upload_files(request.data)
+        acl = BATCH_FLOW_ACL if signs_acl_not_md5(request.headers) else ""
+        targets = batch_files_add(user=request.user, archive=archive, files=files, acl=acl)
+        return Response([{"path": t.path, "upload_url": t.upload_url} for t in targets])
 
 
 class UploadCompleteView(APIView):

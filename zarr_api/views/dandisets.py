@@ -39,6 +39,7 @@ class InfoView(APIView):
                 **server_info(),
                 "version": settings.DANDIZARR_VERSION,
                 "batch_limit": settings.DANDIZARR_BATCH_LIMIT,
+                "open_batch_file_limit": settings.DANDIZARR_OPEN_BATCH_FILE_LIMIT,
                 "pack_member_limit": settings.DANDIZARR_PACK_MEMBER_LIMIT,
                 "presigned_url_expiry_seconds": settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS,
                 "storage": settings.DANDIZARR_STORAGE,
