@@ -337,8 +337,15 @@ class ApiClient:
 
     def start_batch(self, zarr_id: str, entries: Sequence[tuple[str, str]]) -> list[str]:
         """Open a batch of ``(path, md5)``; returns the upload URLs in the same order."""
+        return self._batch_urls(f"/api/zarr/{quote(zarr_id)}/upload/", entries)
+
+    def add_to_batch(self, zarr_id: str, entries: Sequence[tuple[str, str]]) -> list[str]:
+        """Add ``(path, md5)`` to our open batch; returns their upload URLs in order."""
+        return self._batch_urls(f"/api/zarr/{quote(zarr_id)}/upload/add/", entries)
+
+    def _batch_urls(self, endpoint: str, entries: Sequence[tuple[str, str]]) -> list[str]:
         body = [{"path": path, "etag": md5} for path, md5 in entries]
-        response = self.request("POST", f"/api/zarr/{quote(zarr_id)}/upload/", json=body)
+        response = self.request("POST", endpoint, json=body)
         urls = response.json()
         if len(urls) != len(entries):
             raise ClientError(

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from io import BytesIO
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import certifi
 import pycurl
@@ -144,6 +144,26 @@ class _Slot:
         )
 
 
+@runtime_checkable
+class TransferFeed(Protocol):
+    """Transfers handed over while others run (an upload whose next URLs are still coming)."""
+
+    def take(self, wait: float) -> list[Transfer] | None:
+        """The transfers ready now, waiting up to ``wait`` seconds for some: [] when none came
+        in that time, None when no more will come."""
+
+
+class _Given:
+    """A feed of transfers all known at the start."""
+
+    def __init__(self, transfers: Iterable[Transfer]) -> None:
+        self._transfers: list[Transfer] | None = list(transfers)
+
+    def take(self, wait: float) -> list[Transfer] | None:
+        transfers, self._transfers = self._transfers, None
+        return transfers
+
+
 class CurlTransfers:
     """Up to ``connections`` requests in flight; results handed back as each one ends."""
 
@@ -155,43 +175,57 @@ class CurlTransfers:
 
     def run(
         self,
-        transfers: Iterable[Transfer],
+        transfers: Iterable[Transfer] | TransferFeed,
         on_reply: Callable[[int, Reply], None],
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Send every transfer (numbered in order), calling ``on_reply(number, reply)`` as each
-        ends; stops taking new ones once ``should_stop()`` (those in flight finish)."""
-        pending = deque(enumerate(transfers))
-        free = list(self._slots)
-        while len(self._slots) < min(self.connections, len(pending)):
-            slot = _Slot()
-            self._slots.append(slot)
-            free.append(slot)
+        """Send every transfer (numbered in order, across a feed's hand-overs), calling
+        ``on_reply(number, reply)`` as each ends; stops taking new ones once ``should_stop()``
+        (those in flight finish)."""
+        feed = transfers if isinstance(transfers, TransferFeed) else _Given(transfers)
         busy: dict[int, _Slot] = {}
         try:
-            self._drive(pending, free, busy, on_reply, should_stop)
+            self._drive(feed, busy, on_reply, should_stop)
         finally:
             for slot in busy.values():  # interrupted (Ctrl-C): drop what is in flight
                 self._multi.remove_handle(slot.curl)
 
     def _drive(
         self,
-        pending: deque[tuple[int, Transfer]],
-        free: list[_Slot],
+        feed: TransferFeed,
         busy: dict[int, _Slot],
         on_reply: Callable[[int, Reply], None],
         should_stop: Callable[[], bool],
     ) -> None:
         multi = self._multi
-        while pending or busy:
+        pending: deque[tuple[int, Transfer]] = deque()
+        free = list(self._slots)
+        numbered = 0
+        ended = False
+        while True:
+            if not pending and not ended and not should_stop():
+                # Idle: wait for the feed; busy: only look, the replies need reading.
+                taken = feed.take(0.0 if busy else 0.1)
+                if taken is None:
+                    ended = True
+                else:
+                    pending.extend(enumerate(taken, start=numbered))
+                    numbered += len(taken)
             while free and pending and not should_stop():
                 index, transfer = pending.popleft()
                 slot = free.pop()
                 slot.prepare(index, transfer, self.timeout)
                 busy[id(slot.curl)] = slot
                 multi.add_handle(slot.curl)
+            while not free and pending and len(self._slots) < self.connections:
+                free.append(_Slot())
+                self._slots.append(free[-1])
+            if free and pending and not should_stop():
+                continue
             if not busy:
-                return
+                if ended or should_stop():
+                    return
+                continue
             while multi.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
                 pass
             while True:
@@ -209,7 +243,7 @@ class CurlTransfers:
                 if not queued:
                     break
             if busy:
-                multi.select(0.1)
+                multi.select(0.1 if pending or ended else 0.005)
 
     def close(self) -> None:
         for slot in self._slots:

@@ -19,6 +19,8 @@ class ServiceInfo:
     storage: str
     # Most members one pack batch may declare (docs/sharded.md); None from older services.
     pack_member_limit: int | None = None
+    # Files one batch may gather through POST upload/add/; None: an older service without it.
+    open_batch_file_limit: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:

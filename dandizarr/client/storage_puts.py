@@ -146,43 +146,91 @@ class StoragePuts:
         as ``send`` tries them. ``on_ok`` is called as each one is stored."""
         outcomes: list[PutOutcome[LocalFile] | None] = [None] * len(entries)
         tries = [0] * len(entries)
-        todo = list(range(len(entries)))
-        while todo:
-            waits = self._put_round(root, entries, urls, todo, outcomes, tries, on_ok)
-            todo = list(waits)
-            if todo:
-                self.client.retries.add(len(todo))
-                self.client.retry.sleep(max(waits.values()))
-        return [
-            o if o is not None else PutOutcome(e, PutStatus.ABORTED)
-            for o, e in zip(outcomes, entries, strict=True)
-        ]
+        self._put_rounds(root, entries, urls, _given(len(entries)), outcomes, tries, on_ok)
+        return _final(outcomes, entries)
+
+    def put_stream(
+        self,
+        root: Path,
+        feed: FileFeed,
+        on_ok: Callable[[LocalFile], None] = lambda entry: None,
+    ) -> tuple[list[LocalFile], list[str], list[PutOutcome[LocalFile]]]:
+        """``put_files`` of files whose URLs arrive while the first ones are sent: ``feed``
+        hands over ``(files, urls)`` as they come, and no PUT waits for the last of them.
+        Returns every file handed over, its URL and its outcome, in the order handed over."""
+        entries: list[LocalFile] = []
+        urls: list[str] = []
+        outcomes: list[PutOutcome[LocalFile] | None] = []
+        tries: list[int] = []
+
+        def take(wait: float) -> list[int] | None:
+            handed = feed.take(wait)
+            if handed is None:
+                return None
+            files, their_urls = handed
+            first = len(entries)
+            entries.extend(files)
+            urls.extend(their_urls)
+            outcomes.extend([None] * len(files))
+            tries.extend([0] * len(files))
+            return list(range(first, len(entries)))
+
+        self._put_rounds(root, entries, urls, take, outcomes, tries, on_ok)
+        return entries, urls, _final(outcomes, entries)
+
+    def _put_rounds(
+        self,
+        root: Path,
+        entries: Sequence[LocalFile],
+        urls: Sequence[str],
+        take: Callable[[float], list[int] | None],
+        outcomes: list[PutOutcome[LocalFile] | None],
+        tries: list[int],
+        on_ok: Callable[[LocalFile], None],
+    ) -> None:
+        """The files ``take`` hands over, then rounds of those to try again after a wait."""
+        waits = self._put_round(root, entries, urls, take, outcomes, tries, on_ok)
+        while waits:
+            self.client.retries.add(len(waits))
+            self.client.retry.sleep(max(waits.values()))
+            waits = self._put_round(
+                root, entries, urls, _given(list(waits)), outcomes, tries, on_ok
+            )
 
     def _put_round(
         self,
         root: Path,
         entries: Sequence[LocalFile],
         urls: Sequence[str],
-        todo: Sequence[int],
+        take: Callable[[float], list[int] | None],
         outcomes: list[PutOutcome[LocalFile] | None],
         tries: list[int],
         on_ok: Callable[[LocalFile], None],
     ) -> dict[int, float]:
-        """One try of the ``todo`` files; returns those to try again, each with its wait."""
+        """One try of the files ``take`` hands over (by position in ``entries``); returns
+        those to try again, each with its wait."""
         policy = self.client.retry
         sending: list[int] = []
-        transfers: list[Transfer] = []
         readers: dict[int, HashingReader] = {}
-        for i in todo:
-            entry = entries[i]
-            body = _file_body(root, entry)
-            if isinstance(body, PutOutcome):
-                outcomes[i] = body
-                continue
-            if isinstance(body, HashingReader):
-                readers[len(sending)] = body
-            sending.append(i)
-            transfers.append(Transfer(urls[i], _put_headers(entry.md5), body, entry.size))
+
+        class Transfers:  # the engine's feed: the files handed over, as PUTs
+            def take(self, wait: float) -> list[Transfer] | None:
+                handed = take(wait)
+                if handed is None:
+                    return None
+                transfers: list[Transfer] = []
+                for i in handed:
+                    entry = entries[i]
+                    body = _file_body(root, entry)
+                    if isinstance(body, PutOutcome):
+                        outcomes[i] = body
+                        continue
+                    if isinstance(body, HashingReader):
+                        readers[len(sending)] = body
+                    sending.append(i)
+                    transfers.append(Transfer(urls[i], _put_headers(entry.md5), body, entry.size))
+                return transfers
+
         again: dict[int, float] = {}
 
         def on_reply(number: int, reply: Reply) -> None:
@@ -213,7 +261,7 @@ class StoragePuts:
                 outcomes[i] = refused(entry, reply)
 
         try:
-            self._transfers.run(transfers, on_reply, self.aborted.is_set)
+            self._transfers.run(Transfers(), on_reply, self.aborted.is_set)
         finally:
             for reader in readers.values():  # not begun: the upload is being abandoned
                 reader.close()
@@ -237,6 +285,36 @@ class StoragePuts:
         with self._lock:
             self.result.put_requests += 1
         return response
+
+
+class FileFeed(Protocol):
+    """Files and their upload URLs handed over while earlier ones are sent."""
+
+    def take(self, wait: float) -> tuple[list[LocalFile], list[str]] | None:
+        """The next files and URLs, waiting up to ``wait`` seconds for them (([], []) when
+        none came in that time); None when no more will come."""
+
+
+def _given(todo: int | list[int]) -> Callable[[float], list[int] | None]:
+    """A ``take`` handing over the positions ``todo`` (or ``range(todo)``) at once."""
+    left: list[int] | None = list(range(todo)) if isinstance(todo, int) else todo
+
+    def take(wait: float) -> list[int] | None:
+        nonlocal left
+        handed, left = left, None
+        return handed
+
+    return take
+
+
+def _final(
+    outcomes: list[PutOutcome[LocalFile] | None], entries: Sequence[LocalFile]
+) -> list[PutOutcome[LocalFile]]:
+    """Each file's outcome; ABORTED for those never tried (the upload is being abandoned)."""
+    return [
+        o if o is not None else PutOutcome(e, PutStatus.ABORTED)
+        for o, e in zip(outcomes, entries, strict=True)
+    ]
 
 
 def _put_headers(md5_hex: str) -> dict[str, str]:

@@ -28,7 +28,7 @@ from dandizarr.client.api import ApiClient
 from dandizarr.client.batch_session import BatchSession
 from dandizarr.client.digests import tree_checksum
 from dandizarr.client.errors import ApiError, ClientError
-from dandizarr.client.loose_batches import LooseBatchSender
+from dandizarr.client.loose_batches import GrowthLimits, LooseBatchSender, NotTaken
 from dandizarr.client.models import Archive, RemoteFile, ServiceInfo
 from dandizarr.client.pack_batches import PackBatchSender
 from dandizarr.client.producer import BatchProducer, Produced
@@ -206,21 +206,29 @@ class Uploader:
             apply_timeout=self.options.checksum_timeout,
         )
         pool = ThreadPoolExecutor(max_workers=self.client.jobs, thread_name_prefix="dandizarr-put")
+        growth = self._growth_limits(info)
         try:
-            while (item := produced.get()) is not None:
-                if isinstance(item, BaseException):
+            item: Produced | NotTaken = produced.get()
+            while item is not None:
+                if isinstance(item, NotTaken):
+                    item = produced.get()
+                elif isinstance(item, BaseException):
                     if isinstance(item, ClientError):
                         raise item
                     raise ClientError(f"reading the local files failed: {item}") from item
-                if isinstance(item, PackBatch):
+                elif isinstance(item, PackBatch):
                     assert self.packer is not None
                     try:
                         packed.send(item, pool)
                     finally:
                         item.discard()
                         self.packer.release_slot()
+                    item = produced.get()
+                elif growth is not None:
+                    item = loose.send_growing(item, produced, growth)
                 else:
                     loose.send(item)
+                    item = produced.get()
         except BaseException:
             puts.aborted.set()
             pool.shutdown(wait=True, cancel_futures=True)
@@ -241,6 +249,14 @@ class Uploader:
                     break
                 if isinstance(left, PackBatch):
                     left.discard()
+
+    def _growth_limits(self, info: ServiceInfo) -> GrowthLimits | None:
+        """How far a loose batch grows while its PUTs run; None when the service cannot add
+        files to a batch (older than ``POST upload/add/``)."""
+        if not info.open_batch_file_limit or info.open_batch_file_limit <= info.batch_limit:
+            return None
+        files = min(info.open_batch_file_limit, self.options.max_batch_files)
+        return GrowthLimits(info.batch_limit, files, self.options.max_batch_bytes)
 
     def _cancel_quietly(self) -> None:
         """Cancel our batch on the way out of a failure; the original error matters more."""

@@ -3,12 +3,17 @@ the listing of every local file (compact: no object per file)."""
 
 from __future__ import annotations
 
+import os
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 # A batch's PUTs must finish before its URLs expire; bounding its bytes keeps that likely.
 DEFAULT_MAX_BATCH_BYTES = 2 << 30
+# Files one batch gathers (its URLs asked for while earlier PUTs run) before it is completed:
+# enough that completing is rare, few enough that the service applies batches as they come
+# instead of all at the end, and that a batch an interruption cancels costs little to redo.
+DEFAULT_MAX_BATCH_FILES = int(os.environ.get("DANDIZARR_BATCH_FILES", "2500"))
 # Fresh URLs for one batch (expired URLs, files changed on disk) at most this many times.
 MAX_BATCH_RESTARTS = 4
 
@@ -67,6 +72,7 @@ class UploadOptions:
     hash_jobs: int | None = None
     checksum_timeout: float = 600.0
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    max_batch_files: int = DEFAULT_MAX_BATCH_FILES
     # Chunk files go into shard objects (docs/sharded.md); a new archive is created sharded.
     pack: bool = False
     # Uncompressed chunk bytes a shard aims at (None: sharding.archive_packing's default, 64 MiB).

@@ -66,7 +66,8 @@ def service(
     settings.DANDIZARR_S3_BUCKET = bucket
     settings.DANDIZARR_S3_ACCESS_KEY_ID = access_key
     settings.DANDIZARR_S3_SECRET_ACCESS_KEY = secret_key
-    settings.DANDIZARR_BATCH_LIMIT = 7  # several batches even for small trees
+    settings.DANDIZARR_BATCH_LIMIT = 7  # several batches even for small trees,
+    settings.DANDIZARR_OPEN_BATCH_FILE_LIMIT = 14  # each a start and an add (POST upload/add/)
     state_dir = tmp_path / "client-state"
     monkeypatch.setenv("DANDIZARR_STATE_DIR", str(state_dir))
     token, dandiset = user_with_dandiset(live_server.url, "uploader", "client tests")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dandizarr.client import AuthenticationError, BatchConflict, NotFound
 from dandizarr.client.progress import NullProgress
 from tests.support.live_client import Service, local_checksum, make_tree
+from zarr_api.models import Batch
 
 
 @pytest.mark.s3_servers("moto", "seaweedfs")
@@ -22,7 +24,10 @@ def test_round_trip_upload_then_download(
     assert result.ok, result
     assert result.name == "sample.zarr"
     assert (result.uploaded_files, result.skipped_files) == (40, 0)
-    assert result.batches == 6  # 40 files, 7 per batch
+    # 40 files, 7 per request and 14 per batch: each batch grew by an add while its PUTs ran.
+    assert result.batches == 3
+    batches = Batch.objects.filter(archive__zarr_id=result.zarr_id).order_by("sequence")
+    assert [b.files.count() for b in batches] == [14, 14, 12]
     assert result.server_checksum == local_checksum(root)
     assert service.remote_files(result.zarr_id) == {
         path: ((root / path).stat().st_size, md5) for path, md5 in files.items()
@@ -49,6 +54,17 @@ def test_round_trip_upload_then_download(
     status, again = service.cli_json("download", result.zarr_id, str(sub), "--path", "0/c")
     assert status == 0 and again["ok"]
     assert (again["downloaded_files"], again["skipped_files"]) == (0, len(chunk_files))
+
+
+def test_a_service_without_upload_add_gets_one_batch_per_request(
+    service: Service, tree: tuple[Path, dict[str, str]], settings: Any
+) -> None:
+    settings.DANDIZARR_OPEN_BATCH_FILE_LIMIT = settings.DANDIZARR_BATCH_LIMIT  # no growing
+    root, _ = tree
+    with service.client() as client:
+        result = client.upload(root, dandiset=service.dandiset)
+    assert result.ok and result.batches == 6  # 40 files, 7 per batch
+    assert result.server_checksum == local_checksum(root)
 
 
 def test_second_upload_sends_only_what_changed(
@@ -234,5 +250,5 @@ def test_many_files_in_more_batches(service: Service, tmp_path: Path) -> None:
     status, result = service.cli_json("upload", str(root), "--dandiset", service.dandiset,
                                       "-j", "16")  # fmt: skip
     assert status == 0 and result["ok"]
-    assert result["uploaded_files"] == 150 and result["batches"] == 22
+    assert result["uploaded_files"] == 150 and result["batches"] == 11  # 14 per batch
     assert result["server_checksum"] == local_checksum(root)
