@@ -1,7 +1,9 @@
-"""Whether an open batch still expects an upload of a key with an md5 (the local backend's
-storage endpoint accepts no other PUT)."""
+"""What an open batch expects to be uploaded: whether it expects a key with an md5 (the local
+backend's storage endpoint accepts no other PUT), and its files as declared."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from zarr_api.keys import split_upload_key
 from zarr_api.models import Batch, BatchFile, Shard
@@ -35,3 +37,20 @@ def upload_expected(key: str, md5: str | None) -> bool:
         batch__kind=Batch.Kind.PACK,
         **same_md5,
     ).exists()
+
+
+@dataclass(slots=True)
+class DeclaredFile:
+    """A file of an upload batch as declared (``size``: set once verified in storage)."""
+
+    pk: int
+    path: str
+    md5: str
+    size: int | None
+
+
+def declared_files(batch: Batch) -> list[DeclaredFile]:
+    """The batch's files, as tuples rather than model instances: a batch gathers up to
+    ``DANDIZARR_OPEN_BATCH_FILE_LIMIT`` of them, verified while the client waits."""
+    rows = BatchFile.objects.filter(batch=batch).values_list("pk", "path", "md5", "size")
+    return [DeclaredFile(*row) for row in rows.order_by()]

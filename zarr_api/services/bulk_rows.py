@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import connection, models
 
@@ -50,7 +50,15 @@ def batch_files_insert(batch_pk: int, rows: Iterable[tuple[str, str, int | None]
     )
 
 
-def record_sizes(files: Sequence[BatchFile]) -> None:
+class SizedRow(Protocol):
+    @property
+    def pk(self) -> int: ...
+
+    @property
+    def size(self) -> int | None: ...
+
+
+def record_sizes(files: Sequence[SizedRow]) -> None:
     """Store the sizes storage reported for ``files`` (rows already in the database)."""
     table = BatchFile._meta.db_table
     with connection.cursor() as cursor:

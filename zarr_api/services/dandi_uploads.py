@@ -27,6 +27,7 @@ from zarr_api.models import Batch, ZarrArchive
 from zarr_api.permissions import Requester, require_writer
 from zarr_api.scheduling import tree_update_schedule
 from zarr_api.selectors.archive_contents import archive_snapshot
+from zarr_api.selectors.expected_uploads import declared_files
 from zarr_api.services.archive_locks import (
     lock_archive,
     next_sequence,
@@ -143,7 +144,7 @@ def upload_finalize(*, user: Requester, archive: ZarrArchive) -> Finalized:
                 tree_update_schedule(archive)  # idempotent: a lost task is redone
             return Finalized()
         _require_open_upload(archive, batch)
-        files = list(batch.files.all())
+        files = declared_files(batch)
         verification = uploaded_files_verify(archive, files)
         dropped = set(verification.missing) | {m["path"] for m in verification.mismatched}
         verified = [f for f in files if f.path not in dropped]

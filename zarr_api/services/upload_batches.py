@@ -14,9 +14,10 @@ from django.utils import timezone
 from zarr_api.crash import crash_point
 from zarr_api.declarations import FileDeclaration
 from zarr_api.exceptions import Conflict, Forbidden, NotFound
-from zarr_api.models import Batch, BatchFile, ZarrArchive
+from zarr_api.models import Batch, ZarrArchive
 from zarr_api.permissions import Requester, recorded_user, require_writer
 from zarr_api.scheduling import tree_update_schedule
+from zarr_api.selectors.expected_uploads import DeclaredFile, declared_files
 from zarr_api.services.archive_locks import lock_archive, next_sequence, require_unfrozen
 from zarr_api.services.batch_endings import (
     CLEANUP_PENDING,
@@ -76,7 +77,7 @@ def batch_files_add(
     return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
 
 
-def uploaded_files_verify(archive: ZarrArchive, files: Sequence[BatchFile]) -> Verification:
+def uploaded_files_verify(archive: ZarrArchive, files: Sequence[DeclaredFile]) -> Verification:
     """Each file as stored against its declared md5; records the stored size on the row."""
     result = Verification()
     heads = stored_heads(archive, [f.path for f in files])
@@ -98,11 +99,11 @@ def batch_complete(*, user: Requester, archive: ZarrArchive) -> Batch:
         require_writer(user, archive.dandiset)
         require_unfrozen(archive)
         batch = open_batch_get(archive)
-        files: list[BatchFile] = []
+        files: list[DeclaredFile] = []
         if batch.kind == Batch.Kind.PACK:
             uploaded_shards_verify(batch).raise_unless_complete()
         else:
-            files = list(batch.files.all())
+            files = declared_files(batch)
             uploaded_files_verify(archive, files).raise_unless_complete()
             record_sizes(files)
         batch.state = Batch.State.PENDING
