@@ -13,9 +13,9 @@ import requests
 
 from dandizarr.client.batch_session import BatchSession
 from dandizarr.client.errors import ClientError, TransientError
+from dandizarr.client.pack_types import PackBatch, PreparedShard
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
-from dandizarr.client.shards import PackBatch, PreparedShard
 from dandizarr.client.storage_puts import Body, PutOutcome, PutStatus, StoragePuts, refused
 from dandizarr.client.upload_types import MAX_BATCH_RESTARTS
 

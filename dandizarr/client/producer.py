@@ -10,14 +10,17 @@ import queue
 import threading
 from array import array
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from checksums.local import md5_files
 from dandizarr.client.models import RemoteFile, ServiceInfo
+from dandizarr.client.pack_types import PackBatch
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
-from dandizarr.client.shards import PackBatch, ShardBuilder
 from dandizarr.client.upload_types import LocalFile, LocalListing, UploadOptions
+
+if TYPE_CHECKING:
+    from dandizarr.client.shards import ShardBuilder
 
 # What the queue carries: a loose batch, a pack batch, None at the end, or the error.
 Produced: TypeAlias = list[LocalFile] | PackBatch | BaseException | None

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from checksums.local import iter_local_files
 from dandizarr.client.api import ApiClient
@@ -31,12 +32,15 @@ from dandizarr.client.errors import ApiError, ClientError
 from dandizarr.client.loose_batches import GrowthLimits, LooseBatchSender, NotTaken
 from dandizarr.client.models import Archive, RemoteFile, ServiceInfo
 from dandizarr.client.pack_batches import PackBatchSender
+from dandizarr.client.pack_types import PackBatch, PreparedShard
 from dandizarr.client.producer import BatchProducer, Produced
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
-from dandizarr.client.shards import PackBatch, PreparedShard, ShardBuilder
 from dandizarr.client.storage_puts import StoragePuts
 from dandizarr.client.upload_types import LocalListing, UploadOptions
+
+if TYPE_CHECKING:
+    from dandizarr.client.shards import ShardBuilder
 
 
 class Uploader:
@@ -57,6 +61,10 @@ class Uploader:
         # The pack path's planning and building, with ``pack``.
         self.packer: ShardBuilder | None = None
         if options.pack:
+            # Here, not at the top: planning shards needs numpy, which a loose upload does not
+            # load (a quarter of a second of every start).
+            from dandizarr.client.shards import ShardBuilder
+
             jobs = max(1, min(client.jobs, os.cpu_count() or 1, 16))
             self.packer = ShardBuilder(root, options, self.result, progress, self._stop, jobs=jobs)
 
