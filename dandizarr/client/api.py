@@ -73,9 +73,12 @@ def _poll(
     waiting: str,
     progress: Progress | None,
 ) -> _Polled:
-    """``fetch()`` until ``done``, backing off from 50 ms to 2 s; ClientError after ``timeout``
-    (``still`` says what the last answer was). ``waiting`` is told once the wait is long."""
-    deadline = time.monotonic() + timeout
+    """``fetch()`` until ``done``: every 50 ms for the first second (a tree update after an
+    upload usually ends within it, and doubling waits would overshoot it by as much again),
+    then backing off to 2 s; ClientError after ``timeout`` (``still`` says what the last
+    answer was). ``waiting`` is told once the wait is long."""
+    started = time.monotonic()
+    deadline = started + timeout
     interval = 0.05
     told = False
     while True:
@@ -90,7 +93,8 @@ def _poll(
             progress.message(waiting)
             told = True
         time.sleep(interval)
-        interval = min(interval * 2, 2.0)
+        if time.monotonic() - started >= 1.0:
+            interval = min(interval * 2, 2.0)
 
 
 class ApiClient:
