@@ -133,6 +133,11 @@ def dandizarr_upload(service: S3Service, src: Path, dandiset: str, name: str) ->
         raise RuntimeError(f"dandizarr upload did not verify: {result}")
     client_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     print_share("dandizarr upload", timed.seconds, client_cpu, share[0])
+    phases = ", ".join(f"{k} {v:.2f} s" for k, v in result.get("phase_seconds", {}).items())
+    print(
+        f"    its phases: {phases} (start/add/complete: the requests to the service; adds run "
+        f"while PUTs do); {result.get('batches')} batches"
+    )
     return timed.seconds
 
 
