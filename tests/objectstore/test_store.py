@@ -16,7 +16,7 @@ from objectstore import (
     ObjectStore,
     PreconditionFailed,
 )
-from objectstore.base import content_md5_header
+from objectstore.base import LISTED_PER_RANGE, content_md5_header
 from objectstore.local import LocalObjectStore
 from objectstore.s3 import S3ObjectStore
 from sharding.store import ObjectStoreKV, VersionMismatch
@@ -204,6 +204,21 @@ def test_s3_head_many_lists_a_contiguous_batch_in_one_request(s3_store: S3Object
     assert sorted(calls) == ["HeadObject"] * 50 + ["ListObjectsV2"]
     assert sum(info is not None for info in result.values()) == 450
     assert result["batch/0449"] == ObjectInfo("batch/0449", 10, md5(b"batch/0449"))
+
+
+def test_s3_head_many_lists_a_large_batch_in_ranges_at_once(s3_store: S3ObjectStore) -> None:
+    keys = [f"big/{i:05d}" for i in range(2 * LISTED_PER_RANGE + 10)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda key: s3_store.put(key, key.encode()), keys[:-5]))
+    calls: list[str] = []
+    s3_store.client.meta.events.register(
+        "before-call.s3.*", lambda model, **_: calls.append(model.name)
+    )
+    result = s3_store.head_many(keys)
+    # One listing per range of 1,000 wanted keys (each a page), the 5 absent ones asked for.
+    assert sorted(calls) == ["HeadObject"] * 5 + ["ListObjectsV2"] * 3
+    assert result == {key: (ObjectInfo(key, 9, md5(key.encode())) if i < len(keys) - 5 else None)
+                      for i, key in enumerate(keys)}  # fmt: skip
 
 
 def test_delete_many_more_than_one_batch(store: ObjectStore) -> None:
