@@ -41,7 +41,7 @@ class LooseBatchSender:
         restarts = 0
         while pending:
             started = time.perf_counter()
-            urls = self._start(pending)
+            urls = self.start_urls(pending)
             self.result.add_time("start", started)
             started = time.perf_counter()
             outcomes = self.puts.put_files(self.root, pending, urls, self._stored)
@@ -125,7 +125,7 @@ class LooseBatchSender:
         self.result.uploaded_files += len(pending)
         self.result.uploaded_bytes += sum(e.size for e in pending)
 
-    def _start(self, pending: Sequence[LocalFile]) -> list[str]:
+    def start_urls(self, pending: Sequence[LocalFile]) -> list[str]:
         body = [(e.path, e.md5) for e in pending]
         client, zarr_id = self.session.client, self.session.zarr_id
         return self.session.start(
@@ -135,7 +135,7 @@ class LooseBatchSender:
             kind="batch",
         )
 
-    def _add(self, more: Sequence[LocalFile]) -> list[str]:
+    def more_urls(self, more: Sequence[LocalFile]) -> list[str]:
         return self.session.client.add_to_batch(
             self.session.zarr_id, [(e.path, e.md5) for e in more]
         )
@@ -219,7 +219,7 @@ class _GrowingBatch(threading.Thread):
         try:
             while True:
                 started = time.perf_counter()
-                urls = self.sender._start(chunk) if not files else self.sender._add(chunk)
+                urls = self.sender.start_urls(chunk) if not files else self.sender.more_urls(chunk)
                 self.sender.result.add_time("start" if not files else "add", started)
                 if not self._hand_over((chunk, urls)):
                     return
