@@ -1,6 +1,8 @@
-"""Sending one loose batch (main thread): start it, PUT its files (many at once, through
-libcurl), complete it; files changed on disk are dropped and expired URLs renewed by starting
-it again."""
+"""Sending loose batches (main thread): start one, PUT its files (many at once, through
+libcurl), complete it. Against a service with ``POST upload/add/`` a batch grows while its
+PUTs run (``send_growing``: a thread asks for the next URLs a step ahead), so no PUT waits for
+the service until the batch is completed. Files changed on disk are dropped and expired URLs
+renewed by starting the batch again."""
 
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ pipeline: a producer thread (``dandizarr.client.producer``) hashes files and que
 the main thread sends one batch at a time (the server allows one open batch per archive),
 loose ones by ``dandizarr.client.loose_batches`` and, with ``pack`` (docs/sharded.md), pack
 batches of shards by ``dandizarr.client.pack_batches``, their PUTs in a thread pool. Hashing
-runs ahead, so per batch only "POST upload" and "POST complete" are serial. At the end the
-server's checksum is compared with the one the local files give.
+runs ahead, and a loose batch grows while its PUTs run (up to ``max_batch_files``), so only
+its start and its completion are serial. At the end the server's checksum is compared with the
+one the local files give.
 
 Every file is read again for its PUT (or its shard) and its md5 compared with the one declared
 in the batch: a file that changed on disk since it was hashed is not uploaded but reported.
