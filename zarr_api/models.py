@@ -157,6 +157,9 @@ class Batch(models.Model):
     # this batch's keys have expired, so its keys are to be checked against the tree; null
     # once checked (or when there is nothing to check).
     reconcile_after = models.DateTimeField(null=True, blank=True)
+    # An open upload batch's directories (every ancestor of its files), so files joining it
+    # are checked against them without reading all of its files again.
+    directories = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["id"]

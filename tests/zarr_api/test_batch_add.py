@@ -161,3 +161,21 @@ def test_bad_bodies_are_refused_before_anything_changes(owner: Actor, archive: s
 def test_info_names_how_many_files_a_batch_may_gather(owner: Actor, settings: Any) -> None:
     settings.DANDIZARR_OPEN_BATCH_FILE_LIMIT = 1234
     assert owner.client.get("/api/info/").json()["open_batch_file_limit"] == 1234
+
+
+def test_a_directory_emptied_from_an_open_upload_may_become_a_file(
+    owner: Actor, archive: str
+) -> None:
+    """DANDI's open upload: once "d/f" leaves it, "d" is no directory of it any more."""
+    files = f"/api/zarr/{archive}/files/"
+    declared = [{"path": "d/f", "base64md5": "AAAAAAAAAAAAAAAAAAAAAA=="}]
+    assert owner.client.post(files, declared, format="json").status_code == 200
+    clash = owner.client.post(
+        files, [{"path": "d", "base64md5": "AAAAAAAAAAAAAAAAAAAAAA=="}], format="json"
+    )
+    assert clash.status_code == 400 and "is also a directory in this batch" in str(clash.json())
+    assert owner.client.delete(files, [{"path": "d/f"}], format="json").status_code == 204
+    again = owner.client.post(
+        files, [{"path": "d", "base64md5": "AAAAAAAAAAAAAAAAAAAAAA=="}], format="json"
+    )
+    assert again.status_code == 200, again.content

@@ -4,7 +4,7 @@ clashes), finding the open one, and the report of what was not uploaded as decla
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -75,7 +75,15 @@ def open_batch_create(
     try:
         with transaction.atomic():
             return Batch.objects.create(
-                archive=archive, kind=kind, state=Batch.State.OPEN, user=recorded_user(user)
+                archive=archive,
+                kind=kind,
+                state=Batch.State.OPEN,
+                user=recorded_user(user),
+                directories=(
+                    sorted({a for p in paths for a in _ancestors(p)})
+                    if kind == Batch.Kind.UPLOAD
+                    else []
+                ),
             )
     except IntegrityError as error:  # the unique constraint caught a concurrent start
         raise Conflict(
@@ -88,31 +96,54 @@ def open_batch_join(
 ) -> None:
     """Add ``files`` to the open upload ``batch`` of the locked ``archive``: a path it holds
     already takes the new md5 (a retried request, or a file changed since); the batch may hold
-    at most ``DANDIZARR_OPEN_BATCH_FILE_LIMIT`` files. The caller signs their URLs."""
+    at most ``DANDIZARR_OPEN_BATCH_FILE_LIMIT`` files. The caller signs their URLs.
+
+    Reads only the rows of the paths asked for, the count and the batch's directories: a batch
+    grows a request at a time, and reading and checking all of it each time was quadratic."""
     require_writer(user, archive.dandiset)
     require_unfrozen(archive)
     require_not_converting(archive)
     paths = [f.path for f in files]
-    # Only the rows of the paths asked for, and only the paths of the rest: a batch grows a
-    # request at a time, and reading and checking all of it each time made it quadratic.
     known = {
         p: (pk, md5)
         for pk, p, md5 in batch.files.filter(path__in=paths).values_list("pk", "path", "md5")
     }
-    held = list(batch.files.values_list("path", flat=True))
     added = sorted(set(paths) - known.keys())
+    held = batch.files.count()
     limit = settings.DANDIZARR_OPEN_BATCH_FILE_LIMIT
-    if len(held) + len(added) > limit:
+    if held + len(added) > limit:
         raise ValidationFailed(
-            f"the batch would hold {len(held) + len(added)} files; at most {limit} are allowed "
+            f"the batch would hold {held + len(added)} files; at most {limit} are allowed "
             "before it is completed"
         )
-    check_added_paths_clashes(added, held, archive_snapshot(archive, cached=True))
+    check_file_directory_clashes(added, archive_snapshot(archive, cached=True))
+    # Against the batch (while it is open no other batch commits, so what it holds was
+    # checked against the archive when it joined): files where it has directories, and
+    # directories where it has files.
+    held_directories = set(batch.directories)
+    ancestors = {a for p in added for a in _ancestors(p)}
+    clashing = {p for p in added if p in held_directories}
+    clashing |= set(batch.files.filter(path__in=sorted(ancestors)).values_list("path", flat=True))
+    if clashing:
+        raise invalid(
+            "paths",
+            [{"path": p, "problem": "is also a directory in this batch"} for p in sorted(clashing)],
+        )
     upload_urls_issued(archive)
     for f in files:
         if f.path in known and known[f.path][1] != f.md5:
             BatchFile.objects.filter(pk=known[f.path][0]).update(md5=f.md5)
     batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files if f.path not in known))
+    if not ancestors <= held_directories:
+        batch.directories = sorted(held_directories | ancestors)
+        batch.save(update_fields=["directories"])
+
+
+def open_batch_directories_reset(batch: Batch) -> None:
+    """Files left an open upload batch: its directories are those of the files it still holds."""
+    paths = batch.files.values_list("path", flat=True)
+    batch.directories = sorted({a for p in paths for a in _ancestors(p)})
+    batch.save(update_fields=["directories"])
 
 
 def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot) -> None:
@@ -138,31 +169,6 @@ def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot
             problems.append(
                 {"path": clashing, "problem": f"would be inside {ancestor!r}, which is a file"}
             )
-    if problems:
-        raise invalid("paths", problems)
-
-
-def check_added_paths_clashes(
-    added: Sequence[str], held: Iterable[str], snapshot: ArchiveSnapshot
-) -> None:
-    """``check_file_directory_clashes`` for ``added`` joining ``held`` (paths of an open upload,
-    checked when they joined it): ``added`` against the archive and each other, and both sets
-    against each other. ``held`` need not be checked against the archive again: while an
-    upload is open no other batch commits, and deletions cannot make a clash."""
-    check_file_directory_clashes(added, snapshot)
-    held_files = set(held)
-    held_directories: set[str] = set()
-    for path in held_files:
-        directory = path.rpartition("/")[0]
-        while directory and directory not in held_directories:
-            held_directories.add(directory)
-            directory = directory.rpartition("/")[0]
-    directories = {p for p in added if p in held_directories}
-    directories |= {a for p in added for a in _ancestors(p) if a in held_files}
-    problems: list[Problem] = [
-        {"path": path, "problem": "is also a directory in this batch"}
-        for path in sorted(directories)
-    ]
     if problems:
         raise invalid("paths", problems)
 

@@ -38,6 +38,7 @@ from zarr_api.services.batch_rules import (
     OPEN_UPLOAD_NOTE,
     UploadTarget,
     open_batch_create,
+    open_batch_directories_reset,
     open_batch_join,
     upload_urls_sign,
 )
@@ -114,6 +115,8 @@ def dandi_files_delete(*, user: Requester, archive: ZarrArchive, paths: Sequence
                 missing=missing,
             )
         batch.files.filter(path__in=list(in_batch)).delete()
+        if in_batch:
+            open_batch_directories_reset(batch)
         committed = [p for p in paths if state[p] is not None]
         if committed:
             # Sequenced now, so applied before the open upload (sequenced at finalize).
