@@ -9,7 +9,7 @@ from dandizarr.client.api import ApiClient
 from dandizarr.client.download import Downloader
 from dandizarr.client.progress import NullProgress, Progress
 from dandizarr.client.results import DownloadResult, UploadResult
-from dandizarr.client.upload_types import UploadOptions
+from dandizarr.client.upload_types import DEFAULT_MAX_BATCH_FILES, UploadOptions
 
 
 class DandizarrClient(ApiClient):
@@ -29,6 +29,7 @@ class DandizarrClient(ApiClient):
         sync: bool = False,
         cancel_open_batch: bool = False,
         hash_jobs: int | None = None,
+        max_batch_files: int = DEFAULT_MAX_BATCH_FILES,
         checksum_timeout: float = 600.0,
         pack: bool = False,
         shard_target_bytes: int | None = None,
@@ -52,6 +53,7 @@ class DandizarrClient(ApiClient):
             sync=sync,
             cancel_open_batch=cancel_open_batch,
             hash_jobs=hash_jobs,
+            max_batch_files=max_batch_files,
             checksum_timeout=checksum_timeout,
             pack=pack,
             shard_target_bytes=shard_target_bytes,

@@ -163,11 +163,15 @@ class LooseBatchSender:
 @dataclass(frozen=True)
 class GrowthLimits:
     """How far one growing batch goes: files per request (the service's batch limit), and
-    files and bytes in all before it is completed."""
+    files and bytes in all before it is completed (``files``; but a rest of the upload up to
+    a quarter of that joins it, within the service's ``most_files``, rather than being sent
+    in a small batch of its own). ``local_files``: how many the upload has in all."""
 
     per_request: int
     files: int
     bytes: int
+    most_files: int
+    local_files: int
 
 
 @dataclass
@@ -227,7 +231,9 @@ class _GrowingBatch(threading.Thread):
                     return
                 files += len(chunk)
                 size += sum(e.size for e in chunk)
-                if files + self.limits.per_request > self.limits.files:
+                if files + self.limits.per_request > self.limits.files and not self._rest_joins(
+                    files
+                ):
                     return
                 if size >= self.limits.bytes:
                     return
@@ -240,6 +246,12 @@ class _GrowingBatch(threading.Thread):
             self.error = error
         finally:
             self._hand_over(_END)
+
+    def _rest_joins(self, files: int) -> bool:
+        """Whether the files the upload has left (at most) join this batch."""
+        done = self.sender.result
+        left = self.limits.local_files - done.uploaded_files - done.skipped_files - files
+        return left <= self.limits.files // 4 and files + left <= self.limits.most_files
 
     def _hand_over(self, item: object) -> bool:
         while not self.stop.is_set():

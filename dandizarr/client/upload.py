@@ -215,7 +215,7 @@ class Uploader:
             apply_timeout=self.options.checksum_timeout,
         )
         pool = ThreadPoolExecutor(max_workers=self.client.jobs, thread_name_prefix="dandizarr-put")
-        growth = self._growth_limits(info)
+        growth = self._growth_limits(info, len(listing))
         try:
             item: Produced | NotTaken = produced.get()
             while item is not None:
@@ -259,13 +259,16 @@ class Uploader:
                 if isinstance(left, PackBatch):
                     left.discard()
 
-    def _growth_limits(self, info: ServiceInfo) -> GrowthLimits | None:
+    def _growth_limits(self, info: ServiceInfo, local_files: int) -> GrowthLimits | None:
         """How far a loose batch grows while its PUTs run; None when the service cannot add
         files to a batch (older than ``POST upload/add/``)."""
         if not info.open_batch_file_limit or info.open_batch_file_limit <= info.batch_limit:
             return None
-        files = min(info.open_batch_file_limit, self.options.max_batch_files)
-        return GrowthLimits(info.batch_limit, files, self.options.max_batch_bytes)
+        most = info.open_batch_file_limit
+        files = min(most, self.options.max_batch_files)
+        return GrowthLimits(
+            info.batch_limit, files, self.options.max_batch_bytes, most, local_files
+        )
 
     def _cancel_quietly(self) -> None:
         """Cancel our batch on the way out of a failure; the original error matters more."""

@@ -3,7 +3,6 @@ the listing of every local file (compact: no object per file)."""
 
 from __future__ import annotations
 
-import os
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ DEFAULT_MAX_BATCH_BYTES = 2 << 30
 # Files one batch gathers (its URLs asked for while earlier PUTs run) before it is completed:
 # enough that completing is rare, few enough that the service applies batches as they come
 # instead of all at the end, and that a batch an interruption cancels costs little to redo.
-DEFAULT_MAX_BATCH_FILES = int(os.environ.get("DANDIZARR_BATCH_FILES", "10000"))
+DEFAULT_MAX_BATCH_FILES = 10_000
 # Fresh URLs for one batch (expired URLs, files changed on disk) at most this many times.
 MAX_BATCH_RESTARTS = 4
 

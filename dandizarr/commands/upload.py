@@ -69,6 +69,13 @@ def register(subparsers: Subparsers) -> None:
         "--hash-jobs", type=positive_int, help="parallel md5 computations (default: CPUs, <= 8)"
     )
     parser.add_argument(
+        "--batch-files",
+        type=positive_int,
+        metavar="N",
+        help="files a batch gathers (its URLs asked for while earlier files are sent) before "
+        "it is verified and completed (default: 10,000; the server may allow fewer)",
+    )
+    parser.add_argument(
         "--checksum-timeout",
         type=float,
         default=600.0,
@@ -109,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
             sync=args.sync,
             cancel_open_batch=args.cancel_open_batch,
             hash_jobs=args.hash_jobs,
+            **({"max_batch_files": args.batch_files} if args.batch_files else {}),
             checksum_timeout=args.checksum_timeout,
             pack=args.pack,
             shard_target_bytes=args.shard_size,

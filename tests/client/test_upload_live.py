@@ -67,6 +67,23 @@ def test_a_service_without_upload_add_gets_one_batch_per_request(
     assert result.server_checksum == local_checksum(root)
 
 
+def test_a_small_rest_joins_the_last_batch(service: Service, tmp_path: Path, settings: Any) -> None:
+    """14 files per batch (the client's cap, the service allowing 28): 30 files go as 14 and
+    16, the last 2 joining the second batch rather than making a third; the CLI's
+    --batch-files sets the cap."""
+    settings.DANDIZARR_OPEN_BATCH_FILE_LIMIT = 28
+    root = tmp_path / "thirty.zarr"
+    make_tree(root, 30, seed=5)
+    count = sum(1 for p in root.rglob("*") if p.is_file())
+    status, result = service.cli_json(
+        "upload", str(root), "--dandiset", service.dandiset, "--batch-files", "14"
+    )
+    assert status == 0 and result["ok"], result
+    batches = Batch.objects.filter(archive__zarr_id=result["zarr_id"]).order_by("sequence")
+    assert [b.files.count() for b in batches] == [14, count - 14]
+    assert count - 14 > 14  # the second batch did pass the cap
+
+
 def test_second_upload_sends_only_what_changed(
     service: Service, tree: tuple[Path, dict[str, str]]
 ) -> None:
