@@ -94,34 +94,32 @@ def _finish(
     on_directory: OnDirectory | None,
     *,
     checked: bool = False,
+    in_order: bool = False,
 ) -> tuple[str, int, int]:
     """Hash a finished directory, add it to its parent, report it. ``checked``: its md5 and
-    size columns were validated already (a chunk at a time)."""
+    size columns were validated already (a chunk at a time); ``in_order``: its names came
+    from a strictly increasing stream of paths, so they are sorted and unique already."""
     names, md5s, sizes = node.names, node.md5s, node.sizes
-    where = _where(node.path)
     if names:
         if not checked:
-            _check_columns(names, md5s, sizes, where)
-        ordered = sorted(names)
-        if ordered != names:  # only for input that is grouped but not sorted
-            order = sorted(range(len(names)), key=names.__getitem__)
-            md5s = [md5s[i] for i in order]
-            sizes = [sizes[i] for i in order]
-            names = ordered
-        if len(set(names)) != len(names):
-            dupes = sorted({a for a, b in itertools.pairwise(names) if a == b})
-            raise ChecksumFormatError(f"duplicate path(s) {[node.prefix + d for d in dupes]}")
+            _check_columns(names, md5s, sizes, _where(node.path))
+        if not in_order:
+            names, md5s, sizes = _sorted_unique(node, names, md5s, sizes)
         # Sorted: "" comes first and "." / ".." sit together where "." would be inserted.
         dot = bisect_left(names, ".")
         if names[0] == "" or not _DOT_NAMES.isdisjoint(names[dot : dot + 2]):
-            _bad_names(names, where)
+            _bad_names(names, _where(node.path))
     dirs = node.dirs
-    dirs.sort(key=itemgetter(0))
-    clash = sorted_names_conflict(names, [entry[0] for entry in dirs]) if names else None
-    if clash is not None:
-        raise ChecksumFormatError(f"{node.prefix + clash!r} is both a file and a directory")
-    count = len(names) + sum(entry[2] for entry in dirs)
-    size = sum(sizes) + sum(entry[3] for entry in dirs)
+    if dirs:
+        dirs.sort(key=itemgetter(0))
+        clash = sorted_names_conflict(names, [entry[0] for entry in dirs]) if names else None
+        if clash is not None:
+            raise ChecksumFormatError(f"{node.prefix + clash!r} is both a file and a directory")
+        count = len(names) + sum(entry[2] for entry in dirs)
+        size = sum(sizes) + sum(entry[3] for entry in dirs)
+    else:  # a leaf: most directories of an archive
+        count = len(names)
+        size = sum(sizes)
     text = listing_json(directories_json(dirs), files_json(names, md5s, sizes))
     digest = make_digest(text, count, size)
     if parent is not None:
@@ -138,19 +136,36 @@ def _finish(
     return digest, count, size
 
 
+def _sorted_unique(
+    node: _OpenDir, names: list[str], md5s: list[str], sizes: list[int]
+) -> tuple[list[str], list[str], list[int]]:
+    """The columns in name order; ChecksumFormatError for a name given twice."""
+    ordered = sorted(names)
+    if ordered != names:  # only for input that is grouped but not sorted
+        order = sorted(range(len(names)), key=names.__getitem__)
+        md5s = [md5s[i] for i in order]
+        sizes = [sizes[i] for i in order]
+        names = ordered
+    if len(set(names)) != len(names):
+        dupes = sorted({a for a, b in itertools.pairwise(names) if a == b})
+        raise ChecksumFormatError(f"duplicate path(s) {[node.prefix + d for d in dupes]}")
+    return names, md5s, sizes
+
+
 def _enter(
     stack: list[_OpenDir],
     directory: str,
     on_directory: OnDirectory | None,
     *,
     checked: bool = False,
+    in_order: bool = False,
 ) -> _OpenDir:
     """Make ``directory`` the top of the stack: finish what the listing has left, open the rest."""
     while len(stack) > 1:
         top = stack[-1]
         if directory == top.path or directory.startswith(top.prefix):
             break
-        _finish(stack.pop(), stack[-1], on_directory, checked=checked)
+        _finish(stack.pop(), stack[-1], on_directory, checked=checked, in_order=in_order)
     top = stack[-1]
     if directory == top.path:
         return top
@@ -258,7 +273,10 @@ _starts_with_slash = methodcaller("startswith", "/")
 
 
 def compute_tree_columns(
-    chunks: Iterable[Columns], *, on_directory: OnDirectory | None = None
+    chunks: Iterable[Columns],
+    *,
+    on_directory: OnDirectory | None = None,
+    checked: bool = False,
 ) -> TreeSummary:
     """``compute_tree`` of a listing given as consecutive chunks of columns, for a listing
     too large for one tuple per entry (``dandizarr checksum --listing``).
@@ -266,41 +284,49 @@ def compute_tree_columns(
     The same tree, checks and errors as ``compute_tree`` of a one-shot iterator of the entries
     (UnsortedEntriesError when a directory's entries are not contiguous), but the per-entry
     work is whole-column passes in C: each run of entries in one directory is added at once.
+    ``checked``: the caller has validated every md5 (32 lowercase hex) and size (an int >= 0),
+    as ``parse_listing_columns`` does; they are then not checked again.
     """
     stack = [_OpenDir("", "")]
-    # While every chunk's md5s and sizes pass a whole-chunk check, directories skip their own;
-    # from the first chunk that fails, each directory finished is checked (and names the bad
-    # entry as the stream would).
-    checked = True
+    # valid: every chunk's md5s and sizes passed a whole-chunk check so far, so directories skip
+    # their own; from the first chunk that fails, each directory finished is checked (and names
+    # the bad entry as the stream would). in_order: every path so far is greater than the one
+    # before it, so every directory's names arrive sorted and unique (no sort, no set).
+    valid = in_order = True
+    last = ""
     for paths, sizes, md5s in chunks:
         n = len(paths)
         if len(sizes) != n or len(md5s) != n:
             raise ChecksumFormatError("malformed columns: paths, sizes and md5s differ in length")
         if n == 0:
             continue
-        checked = checked and _valid_columns(sizes, md5s)
+        valid = valid and (checked or _valid_columns(sizes, md5s))
         try:
             sorted_chunk = all(map(lt, paths, paths[1:]))
+            in_order = in_order and sorted_chunk and last < paths[0]
+            last = paths[-1]
             runs = list(_sorted_runs(paths) if sorted_chunk else _runs(paths))
         except (TypeError, AttributeError) as error:
             raise ChecksumFormatError(
                 f"malformed entry (expected (path, size, md5)): {error}"
             ) from None
+        flags = {"checked": valid, "in_order": in_order}
         for start, end, directory, names in runs:
             if directory:
                 top = stack[-1]
                 if directory != top.path:
-                    top = _enter(stack, directory, on_directory, checked=checked)
+                    top = _enter(stack, directory, on_directory, **flags)
             else:
                 while len(stack) > 1:
-                    _finish(stack.pop(), stack[-1], on_directory, checked=checked)
+                    _finish(stack.pop(), stack[-1], on_directory, **flags)
                 top = stack[0]
             top.names += names
             top.sizes += sizes[start:end]
             top.md5s += md5s[start:end]
+    flags = {"checked": valid, "in_order": in_order}
     while len(stack) > 1:
-        _finish(stack.pop(), stack[-1], on_directory, checked=checked)
-    digest, count, size = _finish(stack[0], None, on_directory, checked=checked)
+        _finish(stack.pop(), stack[-1], on_directory, **flags)
+    digest, count, size = _finish(stack[0], None, on_directory, **flags)
     return TreeSummary(digest, count, size)
 
 

@@ -133,7 +133,7 @@ def flatten(chunks: object) -> Entries:
 
 def columns_parsed(text: str, block_chars: int) -> object:
     try:
-        return flatten(parse_listing_columns(io.StringIO(text, newline="\n"), block_chars))
+        return flatten(parse_listing_columns(io.BytesIO(text.encode()), block_chars))
     except ChecksumFormatError as error:
         return str(error)
 
