@@ -349,27 +349,37 @@ def _relative(directory: str, paths: Sequence[str]) -> None:
 
 
 def _sorted_runs(paths: Sequence[str]) -> Iterator[Run]:
-    """The runs of strictly increasing paths: a run is entries with the same number of
-    slashes (found in one pass) within the prefix range of its first entry's directory
-    (found by bisection), so only one path per run is split."""
+    """The runs of strictly increasing paths. A run is found by bisection: every path from
+    its first one's directory + "/" up to directory + "0" ("0" follows "/") is below that
+    directory, and when none of them has another "/" (a leaf directory: most of an archive)
+    they are its run. Otherwise a run is also cut where the number of slashes changes,
+    counted once per chunk, from the first run that needs it."""
     n = len(paths)
-    slashes = list(map(str.count, paths, itertools.repeat("/")))
-    changes = [*itertools.compress(range(1, n), map(ne, slashes[1:], slashes)), n]
+    changes: list[int] | None = None  # where the number of slashes changes, and n
     start = 0
     while start < n:
-        end = changes[bisect_right(changes, start)]
         directory = paths[start].rpartition("/")[0]
+        end = bisect_left(paths, directory + "0", start, n) if directory else n
+        if changes is not None:
+            end = min(end, changes[bisect_right(changes, start)])
+        names = paths[start:end]
         if directory:
-            # Sorted: every path from here up to directory + "0" ("0" follows "/") is below it.
-            end = bisect_left(paths, directory + "0", start, end)
-            names: Sequence[str] = list(
-                map(itemgetter(slice(len(directory) + 1, None)), paths[start:end])
-            )
-        else:
-            names = paths[start:end]
+            names = list(map(itemgetter(slice(len(directory) + 1, None)), names))
+        if changes is None and "/" in "".join(names):
+            changes = _slash_changes(paths)
+            end = min(end, changes[bisect_right(changes, start)])
+            names = names[: end - start]
+        if not directory:
             _relative(directory, names)
         yield start, end, directory, names
         start = end
+
+
+def _slash_changes(paths: Sequence[str]) -> list[int]:
+    """The indexes where the number of slashes differs from the previous path's, and n."""
+    n = len(paths)
+    slashes = list(map(str.count, paths, itertools.repeat("/")))
+    return [*itertools.compress(range(1, n), map(ne, slashes[1:], slashes)), n]
 
 
 def _runs(paths: Sequence[str]) -> Iterator[Run]:
