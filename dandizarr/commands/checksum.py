@@ -93,10 +93,10 @@ def _parse_block(data: bytes) -> Columns | None:
     passes over the block; None when any is not (``parse_listing`` then names the line)."""
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    lines = data.count(b"\n")
     # Every line has exactly two tabs iff the separators alone read "\t\t\n" once per line:
     # then one split at both gives the fields in order, three per line (and a final "").
-    if lines == 0 or data.translate(None, _NOT_SEPARATORS) != b"\t\t\n" * lines:
+    separators = data.translate(None, _NOT_SEPARATORS)
+    if not separators or separators != b"\t\t\n" * (len(separators) // 3):
         return None
     fields = data.decode("utf-8").replace("\n", "\t").split("\t")
     md5s = fields[2::3]
@@ -111,22 +111,14 @@ def _parse_block(data: bytes) -> Columns | None:
 
 def parse_listing_columns(file: IO[bytes], block_bytes: int = _BLOCK_BYTES) -> Iterator[Columns]:
     """``parse_listing`` of a binary file (UTF-8) as consecutive chunks of columns (paths,
-    sizes, md5s): the same entries and the same errors, parsed ``block_bytes`` at a time
-    (whole lines). UnicodeDecodeError for a block that is not UTF-8."""
+    sizes, md5s): the same entries and the same errors, parsed about ``block_bytes`` at a
+    time (whole lines). UnicodeDecodeError for a block that is not UTF-8."""
     first_line = 1
-    rest = b""
-    while True:
-        data = file.read(block_bytes)
-        block = rest + data
-        if data:
-            cut = block.rfind(b"\n") + 1
-            block, rest = block[:cut], block[cut:]
-            if not block:
-                continue
-        elif not block:
-            return
-        elif not block.endswith(b"\n"):
-            block += b"\n"
+    while block := file.read(block_bytes):
+        if not block.endswith(b"\n"):
+            block += file.readline()  # the rest of the line (a buffered file finds it)
+            if not block.endswith(b"\n"):  # the last line, without its newline
+                block += b"\n"
         columns = _parse_block(block)
         if columns is None:
             text = block.decode("utf-8")
@@ -134,9 +126,7 @@ def parse_listing_columns(file: IO[bytes], block_bytes: int = _BLOCK_BYTES) -> I
             entries = list(parse_listing_from(lines, first_line))
             columns = [e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]
         yield columns
-        first_line += block.count(b"\n")
-        if not data:
-            return
+        first_line += len(columns[0])
 
 
 def _listing_summary(name: str) -> TreeSummary:
