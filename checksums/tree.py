@@ -34,8 +34,9 @@ from checksums.listing import (
 )
 
 OnDirectory = Callable[[str, DirectoryListing], None]
-# A slice of a listing as three columns of equal length: paths, sizes, md5s.
-Columns = tuple[Sequence[str], Sequence[int], Sequence[str]]
+# A slice of a listing as three columns of equal length: paths, sizes, md5s. The sizes are
+# ints or, from a parsed listing (``checked``), their canonical decimal text.
+Columns = tuple[Sequence[str], Sequence[int | str], Sequence[str]]
 _DOT_NAMES = frozenset({".", ".."})
 
 
@@ -60,7 +61,7 @@ class _OpenDir:
         self.prefix = path + "/" if path else ""
         self.names: list[str] = []
         self.md5s: list[str] = []
-        self.sizes: list[int] = []
+        self.sizes: list[int | str] = []  # ints, or a parsed listing's decimal texts
         self.dirs: list[tuple[str, str, int, int]] = []  # finished children
         self.dir_names: set[str] = set()  # children opened so far, finished or not
 
@@ -75,7 +76,7 @@ def _bad_names(names: list[str], where: str) -> None:
             raise ChecksumFormatError(f"{where}: invalid file name {name!r} (path ends in '/'?)")
 
 
-def _check_columns(names: list[str], md5s: list[str], sizes: list[int], where: str) -> None:
+def _check_columns(names: list[str], md5s: list[str], sizes: list[int | str], where: str) -> None:
     try:
         hex_ok = all_md5(md5s)
     except TypeError:
@@ -83,7 +84,7 @@ def _check_columns(names: list[str], md5s: list[str], sizes: list[int], where: s
     if not hex_ok:
         for name, md5 in zip(names, md5s, strict=True):
             check_md5(md5, f"{where}, file {name!r}")
-    if set(map(type, sizes)) != {int} or min(sizes) < 0:
+    if set(map(type, sizes)) != {int} or min(sizes) < 0:  # type: ignore[operator]  # ints by then
         for name, size in zip(names, sizes, strict=True):
             check_size(size, f"{where}, file {name!r}")
 
@@ -116,17 +117,17 @@ def _finish(
         if clash is not None:
             raise ChecksumFormatError(f"{node.prefix + clash!r} is both a file and a directory")
         count = len(names) + sum(entry[2] for entry in dirs)
-        size = sum(sizes) + sum(entry[3] for entry in dirs)
+        size = _total(sizes) + sum(entry[3] for entry in dirs)
     else:  # a leaf: most directories of an archive
         count = len(names)
-        size = sum(sizes)
+        size = _total(sizes)
     text = listing_json(directories_json(dirs), files_json(names, md5s, sizes))
     digest = make_digest(text, count, size)
     if parent is not None:
         parent.dirs.append((node.name, digest[:32], count, size))
     if on_directory is not None:
         listing = DirectoryListing(
-            file_entries(names, md5s, sizes),
+            file_entries(names, md5s, list(map(int, sizes))),
             {
                 entry[0]: DirectoryEntry(entry[0], f"{entry[1]}-{entry[2]}--{entry[3]}", entry[3])
                 for entry in dirs
@@ -136,9 +137,17 @@ def _finish(
     return digest, count, size
 
 
+def _total(sizes: Sequence[int | str]) -> int:
+    """The sum of sizes given as ints or, from a parsed listing, as their decimal text."""
+    try:
+        return sum(sizes)  # type: ignore[arg-type]
+    except TypeError:
+        return sum(map(int, sizes))
+
+
 def _sorted_unique(
-    node: _OpenDir, names: list[str], md5s: list[str], sizes: list[int]
-) -> tuple[list[str], list[str], list[int]]:
+    node: _OpenDir, names: list[str], md5s: list[str], sizes: list[int | str]
+) -> tuple[list[str], list[str], list[int | str]]:
     """The columns in name order; ChecksumFormatError for a name given twice."""
     ordered = sorted(names)
     if ordered != names:  # only for input that is grouped but not sorted
@@ -284,8 +293,9 @@ def compute_tree_columns(
     The same tree, checks and errors as ``compute_tree`` of a one-shot iterator of the entries
     (UnsortedEntriesError when a directory's entries are not contiguous), but the per-entry
     work is whole-column passes in C: each run of entries in one directory is added at once.
-    ``checked``: the caller has validated every md5 (32 lowercase hex) and size (an int >= 0),
-    as ``parse_listing_columns`` does; they are then not checked again.
+    ``checked``: the caller has validated every md5 (32 lowercase hex) and size (an int >= 0,
+    or its decimal text without leading zeros), as ``parse_listing_columns`` does; they are
+    then not checked again. Sizes as text are accepted only so.
     """
     stack = [_OpenDir("", "")]
     # valid: every chunk's md5s and sizes passed a whole-chunk check so far, so directories skip
@@ -330,10 +340,10 @@ def compute_tree_columns(
     return TreeSummary(digest, count, size)
 
 
-def _valid_columns(sizes: Sequence[int], md5s: Sequence[str]) -> bool:
+def _valid_columns(sizes: Sequence[int | str], md5s: Sequence[str]) -> bool:
     """Every size a non-negative int and every md5 32 lowercase hex digits."""
     try:
-        return set(map(type, sizes)) == {int} and min(sizes) >= 0 and all_md5(md5s)
+        return set(map(type, sizes)) == {int} and min(sizes) >= 0 and all_md5(md5s)  # type: ignore[operator]
     except TypeError:
         return False
 

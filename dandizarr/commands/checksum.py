@@ -32,6 +32,7 @@ _SIZE = re.compile(r"[0-9]+")
 _BLOCK_BYTES = 1 << 20
 # bytes.translate deletes these: every byte but tab and newline.
 _NOT_SEPARATORS = bytes(sorted(set(range(256)) - {ord("\t"), ord("\n")}))
+_LEADING_ZERO_SIZE = re.compile(r"\t0[0-9]")
 
 
 def register(subparsers: Subparsers) -> None:
@@ -106,13 +107,19 @@ def _parse_block(data: bytes) -> Columns | None:
     digits = "".join(sizes)
     if not (digits.isascii() and digits.isdigit()) or "" in sizes:
         return None
-    return fields[0:-1:3], list(map(int, sizes)), md5s
+    # Sizes stay text, as the tree's JSON writes them, once without leading zeros (looked for
+    # only where a size starts with "0": a size of 0 is common).
+    tabbed = "\t" + "\t".join(sizes)
+    if "\t0" in tabbed and _LEADING_ZERO_SIZE.search(tabbed):
+        sizes = list(map(str, map(int, sizes)))
+    return fields[0:-1:3], sizes, md5s
 
 
 def parse_listing_columns(file: IO[bytes], block_bytes: int = _BLOCK_BYTES) -> Iterator[Columns]:
     """``parse_listing`` of a binary file (UTF-8) as consecutive chunks of columns (paths,
     sizes, md5s): the same entries and the same errors, parsed about ``block_bytes`` at a
-    time (whole lines). UnicodeDecodeError for a block that is not UTF-8."""
+    time (whole lines), but each size as its decimal text (``str(size)``). UnicodeDecodeError
+    for a block that is not UTF-8."""
     first_line = 1
     while block := file.read(block_bytes):
         if not block.endswith(b"\n"):
@@ -124,7 +131,7 @@ def parse_listing_columns(file: IO[bytes], block_bytes: int = _BLOCK_BYTES) -> I
             text = block.decode("utf-8")
             lines = [line + "\n" for line in text.split("\n")[:-1]]  # as a file iterates them
             entries = list(parse_listing_from(lines, first_line))
-            columns = [e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]
+            columns = [e[0] for e in entries], [str(e[1]) for e in entries], [e[2] for e in entries]
         yield columns
         first_line += len(columns[0])
 
