@@ -3,8 +3,9 @@
 The canonical JSON of a listing is exactly what
 ``json.dumps({"directories": [...], "files": [...]}, separators=(",", ":"))`` gives with
 entries ``{"digest", "name", "size"}`` sorted by name in code-point order. It is built here
-with ``%``-formatting over whole columns instead of ``json.dumps`` of dicts: the output is
-the same bytes, an order of magnitude faster (tests compare both on random names).
+over whole columns (one join of the files' pieces, ``%``-formatting of the directories')
+instead of ``json.dumps`` of dicts: the output is the same bytes, an order of magnitude
+faster (tests compare both on random names).
 """
 
 from __future__ import annotations

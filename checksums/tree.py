@@ -320,23 +320,21 @@ def compute_tree_columns(
             raise ChecksumFormatError(
                 f"malformed entry (expected (path, size, md5)): {error}"
             ) from None
-        flags = {"checked": valid, "in_order": in_order}
         for start, end, directory, names in runs:
             if directory:
                 top = stack[-1]
                 if directory != top.path:
-                    top = _enter(stack, directory, on_directory, **flags)
+                    top = _enter(stack, directory, on_directory, checked=valid, in_order=in_order)
             else:
                 while len(stack) > 1:
-                    _finish(stack.pop(), stack[-1], on_directory, **flags)
+                    _finish(stack.pop(), stack[-1], on_directory, checked=valid, in_order=in_order)
                 top = stack[0]
             top.names += names
             top.sizes += sizes[start:end]
             top.md5s += md5s[start:end]
-    flags = {"checked": valid, "in_order": in_order}
     while len(stack) > 1:
-        _finish(stack.pop(), stack[-1], on_directory, **flags)
-    digest, count, size = _finish(stack[0], None, on_directory, **flags)
+        _finish(stack.pop(), stack[-1], on_directory, checked=valid, in_order=in_order)
+    digest, count, size = _finish(stack[0], None, on_directory, checked=valid, in_order=in_order)
     return TreeSummary(digest, count, size)
 
 
