@@ -3,8 +3,9 @@
 The canonical JSON of a listing is exactly what
 ``json.dumps({"directories": [...], "files": [...]}, separators=(",", ":"))`` gives with
 entries ``{"digest", "name", "size"}`` sorted by name in code-point order. It is built here
-with ``%``-formatting over whole columns instead of ``json.dumps`` of dicts: the output is
-the same bytes, an order of magnitude faster (tests compare both on random names).
+over whole columns (one join of the files' pieces, ``%``-formatting of the directories')
+instead of ``json.dumps`` of dicts: the output is the same bytes, an order of magnitude
+faster (tests compare both on random names).
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ _DIR_DIGEST = re.compile(r"([0-9a-f]{32})-(0|[1-9][0-9]*)--(0|[1-9][0-9]*)")
 _NEEDS_ESCAPE = re.compile(r"[^ !#-\[\]-~]")
 _BAD_NAMES = ("", ".", "..")
 
-_FILE_PLAIN = '{"digest":"%s","name":"%s","size":%d}'
-_FILE_QUOTED = '{"digest":"%s","name":%s,"size":%d}'
 _DIR_PLAIN = '{"digest":"%s-%d--%d","name":"%s","size":%d}'
 _DIR_QUOTED = '{"digest":"%s-%d--%d","name":%s,"size":%d}'
 
@@ -151,21 +150,28 @@ def _names_plain(names: Sequence[str]) -> bool:
     return _NEEDS_ESCAPE.search("".join(names)) is None
 
 
-def files_json(names: Sequence[str], md5s: Sequence[str], sizes: Sequence[int]) -> str:
-    """The comma-separated file entries, for names already sorted and columns validated."""
+def files_json(names: Sequence[str], md5s: Sequence[str], sizes: Sequence[int | str]) -> str:
+    """The comma-separated file entries, for names already sorted and columns validated.
+    ``sizes``: ints, or their decimal text as a parsed listing has it (canonical: no leading
+    zeros). One join of the pieces: several times faster than %-formatting the entries, and
+    converting a parsed size to int and back would cost more than the rest of its entry."""
     n = len(names)
     if n == 0:
         return ""
-    flat: list[object] = [None] * (3 * n)
-    flat[0::3] = md5s
     if _names_plain(names):
-        flat[1::3] = names
-        template = _FILE_PLAIN
+        after_md5, after_name = '","name":"', '","size":'
     else:
-        flat[1::3] = [encode_basestring_ascii(name) for name in names]
-        template = _FILE_QUOTED
-    flat[2::3] = sizes
-    return _template(template, n) % tuple(flat)
+        names = [encode_basestring_ascii(name) for name in names]  # quoted
+        after_md5, after_name = '","name":', ',"size":'
+    pieces = ['},{"digest":"'] * (6 * n)
+    pieces[0] = '{"digest":"'
+    pieces[1::6] = md5s
+    pieces[2::6] = [after_md5] * n
+    pieces[3::6] = names
+    pieces[4::6] = [after_name] * n
+    pieces[5::6] = map(str, sizes)  # a str is its own str
+    pieces.append("}")
+    return "".join(pieces)
 
 
 def directories_json(entries: Sequence[tuple[str, str, int, int]]) -> str:

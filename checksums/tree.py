@@ -34,8 +34,9 @@ from checksums.listing import (
 )
 
 OnDirectory = Callable[[str, DirectoryListing], None]
-# A slice of a listing as three columns of equal length: paths, sizes, md5s.
-Columns = tuple[Sequence[str], Sequence[int], Sequence[str]]
+# A slice of a listing as three columns of equal length: paths, sizes, md5s. The sizes are
+# ints or, from a parsed listing (``checked``), their canonical decimal text.
+Columns = tuple[Sequence[str], Sequence[int | str], Sequence[str]]
 _DOT_NAMES = frozenset({".", ".."})
 
 
@@ -60,7 +61,7 @@ class _OpenDir:
         self.prefix = path + "/" if path else ""
         self.names: list[str] = []
         self.md5s: list[str] = []
-        self.sizes: list[int] = []
+        self.sizes: list[int | str] = []  # ints, or a parsed listing's decimal texts
         self.dirs: list[tuple[str, str, int, int]] = []  # finished children
         self.dir_names: set[str] = set()  # children opened so far, finished or not
 
@@ -75,7 +76,7 @@ def _bad_names(names: list[str], where: str) -> None:
             raise ChecksumFormatError(f"{where}: invalid file name {name!r} (path ends in '/'?)")
 
 
-def _check_columns(names: list[str], md5s: list[str], sizes: list[int], where: str) -> None:
+def _check_columns(names: list[str], md5s: list[str], sizes: list[int | str], where: str) -> None:
     try:
         hex_ok = all_md5(md5s)
     except TypeError:
@@ -83,7 +84,7 @@ def _check_columns(names: list[str], md5s: list[str], sizes: list[int], where: s
     if not hex_ok:
         for name, md5 in zip(names, md5s, strict=True):
             check_md5(md5, f"{where}, file {name!r}")
-    if set(map(type, sizes)) != {int} or min(sizes) < 0:
+    if set(map(type, sizes)) != {int} or min(sizes) < 0:  # type: ignore[operator]  # ints by then
         for name, size in zip(names, sizes, strict=True):
             check_size(size, f"{where}, file {name!r}")
 
@@ -94,41 +95,39 @@ def _finish(
     on_directory: OnDirectory | None,
     *,
     checked: bool = False,
+    in_order: bool = False,
 ) -> tuple[str, int, int]:
     """Hash a finished directory, add it to its parent, report it. ``checked``: its md5 and
-    size columns were validated already (a chunk at a time)."""
+    size columns were validated already (a chunk at a time); ``in_order``: its names came
+    from a strictly increasing stream of paths, so they are sorted and unique already."""
     names, md5s, sizes = node.names, node.md5s, node.sizes
-    where = _where(node.path)
     if names:
         if not checked:
-            _check_columns(names, md5s, sizes, where)
-        ordered = sorted(names)
-        if ordered != names:  # only for input that is grouped but not sorted
-            order = sorted(range(len(names)), key=names.__getitem__)
-            md5s = [md5s[i] for i in order]
-            sizes = [sizes[i] for i in order]
-            names = ordered
-        if len(set(names)) != len(names):
-            dupes = sorted({a for a, b in itertools.pairwise(names) if a == b})
-            raise ChecksumFormatError(f"duplicate path(s) {[node.prefix + d for d in dupes]}")
+            _check_columns(names, md5s, sizes, _where(node.path))
+        if not in_order:
+            names, md5s, sizes = _sorted_unique(node, names, md5s, sizes)
         # Sorted: "" comes first and "." / ".." sit together where "." would be inserted.
         dot = bisect_left(names, ".")
         if names[0] == "" or not _DOT_NAMES.isdisjoint(names[dot : dot + 2]):
-            _bad_names(names, where)
+            _bad_names(names, _where(node.path))
     dirs = node.dirs
-    dirs.sort(key=itemgetter(0))
-    clash = sorted_names_conflict(names, [entry[0] for entry in dirs]) if names else None
-    if clash is not None:
-        raise ChecksumFormatError(f"{node.prefix + clash!r} is both a file and a directory")
-    count = len(names) + sum(entry[2] for entry in dirs)
-    size = sum(sizes) + sum(entry[3] for entry in dirs)
+    if dirs:
+        dirs.sort(key=itemgetter(0))
+        clash = sorted_names_conflict(names, [entry[0] for entry in dirs]) if names else None
+        if clash is not None:
+            raise ChecksumFormatError(f"{node.prefix + clash!r} is both a file and a directory")
+        count = len(names) + sum(entry[2] for entry in dirs)
+        size = _total(sizes) + sum(entry[3] for entry in dirs)
+    else:  # a leaf: most directories of an archive
+        count = len(names)
+        size = _total(sizes)
     text = listing_json(directories_json(dirs), files_json(names, md5s, sizes))
     digest = make_digest(text, count, size)
     if parent is not None:
         parent.dirs.append((node.name, digest[:32], count, size))
     if on_directory is not None:
         listing = DirectoryListing(
-            file_entries(names, md5s, sizes),
+            file_entries(names, md5s, list(map(int, sizes))),
             {
                 entry[0]: DirectoryEntry(entry[0], f"{entry[1]}-{entry[2]}--{entry[3]}", entry[3])
                 for entry in dirs
@@ -138,19 +137,44 @@ def _finish(
     return digest, count, size
 
 
+def _total(sizes: Sequence[int | str]) -> int:
+    """The sum of sizes given as ints or, from a parsed listing, as their decimal text."""
+    try:
+        return sum(sizes)  # type: ignore[arg-type]
+    except TypeError:
+        return sum(map(int, sizes))
+
+
+def _sorted_unique(
+    node: _OpenDir, names: list[str], md5s: list[str], sizes: list[int | str]
+) -> tuple[list[str], list[str], list[int | str]]:
+    """The columns in name order; ChecksumFormatError for a name given twice."""
+    ordered = sorted(names)
+    if ordered != names:  # only for input that is grouped but not sorted
+        order = sorted(range(len(names)), key=names.__getitem__)
+        md5s = [md5s[i] for i in order]
+        sizes = [sizes[i] for i in order]
+        names = ordered
+    if len(set(names)) != len(names):
+        dupes = sorted({a for a, b in itertools.pairwise(names) if a == b})
+        raise ChecksumFormatError(f"duplicate path(s) {[node.prefix + d for d in dupes]}")
+    return names, md5s, sizes
+
+
 def _enter(
     stack: list[_OpenDir],
     directory: str,
     on_directory: OnDirectory | None,
     *,
     checked: bool = False,
+    in_order: bool = False,
 ) -> _OpenDir:
     """Make ``directory`` the top of the stack: finish what the listing has left, open the rest."""
     while len(stack) > 1:
         top = stack[-1]
         if directory == top.path or directory.startswith(top.prefix):
             break
-        _finish(stack.pop(), stack[-1], on_directory, checked=checked)
+        _finish(stack.pop(), stack[-1], on_directory, checked=checked, in_order=in_order)
     top = stack[-1]
     if directory == top.path:
         return top
@@ -258,7 +282,10 @@ _starts_with_slash = methodcaller("startswith", "/")
 
 
 def compute_tree_columns(
-    chunks: Iterable[Columns], *, on_directory: OnDirectory | None = None
+    chunks: Iterable[Columns],
+    *,
+    on_directory: OnDirectory | None = None,
+    checked: bool = False,
 ) -> TreeSummary:
     """``compute_tree`` of a listing given as consecutive chunks of columns, for a listing
     too large for one tuple per entry (``dandizarr checksum --listing``).
@@ -266,21 +293,28 @@ def compute_tree_columns(
     The same tree, checks and errors as ``compute_tree`` of a one-shot iterator of the entries
     (UnsortedEntriesError when a directory's entries are not contiguous), but the per-entry
     work is whole-column passes in C: each run of entries in one directory is added at once.
+    ``checked``: the caller has validated every md5 (32 lowercase hex) and size (an int >= 0,
+    or its decimal text without leading zeros), as ``parse_listing_columns`` does; they are
+    then not checked again. Sizes as text are accepted only so.
     """
     stack = [_OpenDir("", "")]
-    # While every chunk's md5s and sizes pass a whole-chunk check, directories skip their own;
-    # from the first chunk that fails, each directory finished is checked (and names the bad
-    # entry as the stream would).
-    checked = True
+    # valid: every chunk's md5s and sizes passed a whole-chunk check so far, so directories skip
+    # their own; from the first chunk that fails, each directory finished is checked (and names
+    # the bad entry as the stream would). in_order: every path so far is greater than the one
+    # before it, so every directory's names arrive sorted and unique (no sort, no set).
+    valid = in_order = True
+    last = ""
     for paths, sizes, md5s in chunks:
         n = len(paths)
         if len(sizes) != n or len(md5s) != n:
             raise ChecksumFormatError("malformed columns: paths, sizes and md5s differ in length")
         if n == 0:
             continue
-        checked = checked and _valid_columns(sizes, md5s)
+        valid = valid and (checked or _valid_columns(sizes, md5s))
         try:
             sorted_chunk = all(map(lt, paths, paths[1:]))
+            in_order = in_order and sorted_chunk and last < paths[0]
+            last = paths[-1]
             runs = list(_sorted_runs(paths) if sorted_chunk else _runs(paths))
         except (TypeError, AttributeError) as error:
             raise ChecksumFormatError(
@@ -290,24 +324,24 @@ def compute_tree_columns(
             if directory:
                 top = stack[-1]
                 if directory != top.path:
-                    top = _enter(stack, directory, on_directory, checked=checked)
+                    top = _enter(stack, directory, on_directory, checked=valid, in_order=in_order)
             else:
                 while len(stack) > 1:
-                    _finish(stack.pop(), stack[-1], on_directory, checked=checked)
+                    _finish(stack.pop(), stack[-1], on_directory, checked=valid, in_order=in_order)
                 top = stack[0]
             top.names += names
             top.sizes += sizes[start:end]
             top.md5s += md5s[start:end]
     while len(stack) > 1:
-        _finish(stack.pop(), stack[-1], on_directory, checked=checked)
-    digest, count, size = _finish(stack[0], None, on_directory, checked=checked)
+        _finish(stack.pop(), stack[-1], on_directory, checked=valid, in_order=in_order)
+    digest, count, size = _finish(stack[0], None, on_directory, checked=valid, in_order=in_order)
     return TreeSummary(digest, count, size)
 
 
-def _valid_columns(sizes: Sequence[int], md5s: Sequence[str]) -> bool:
+def _valid_columns(sizes: Sequence[int | str], md5s: Sequence[str]) -> bool:
     """Every size a non-negative int and every md5 32 lowercase hex digits."""
     try:
-        return set(map(type, sizes)) == {int} and min(sizes) >= 0 and all_md5(md5s)
+        return set(map(type, sizes)) == {int} and min(sizes) >= 0 and all_md5(md5s)  # type: ignore[operator]
     except TypeError:
         return False
 
@@ -323,27 +357,37 @@ def _relative(directory: str, paths: Sequence[str]) -> None:
 
 
 def _sorted_runs(paths: Sequence[str]) -> Iterator[Run]:
-    """The runs of strictly increasing paths: a run is entries with the same number of
-    slashes (found in one pass) within the prefix range of its first entry's directory
-    (found by bisection), so only one path per run is split."""
+    """The runs of strictly increasing paths. A run is found by bisection: every path from
+    its first one's directory + "/" up to directory + "0" ("0" follows "/") is below that
+    directory, and when none of them has another "/" (a leaf directory: most of an archive)
+    they are its run. Otherwise a run is also cut where the number of slashes changes,
+    counted once per chunk, from the first run that needs it."""
     n = len(paths)
-    slashes = list(map(str.count, paths, itertools.repeat("/")))
-    changes = [*itertools.compress(range(1, n), map(ne, slashes[1:], slashes)), n]
+    changes: list[int] | None = None  # where the number of slashes changes, and n
     start = 0
     while start < n:
-        end = changes[bisect_right(changes, start)]
         directory = paths[start].rpartition("/")[0]
+        end = bisect_left(paths, directory + "0", start, n) if directory else n
+        if changes is not None:
+            end = min(end, changes[bisect_right(changes, start)])
+        names = paths[start:end]
         if directory:
-            # Sorted: every path from here up to directory + "0" ("0" follows "/") is below it.
-            end = bisect_left(paths, directory + "0", start, end)
-            names: Sequence[str] = list(
-                map(itemgetter(slice(len(directory) + 1, None)), paths[start:end])
-            )
-        else:
-            names = paths[start:end]
+            names = list(map(itemgetter(slice(len(directory) + 1, None)), names))
+        if changes is None and "/" in "".join(names):
+            changes = _slash_changes(paths)
+            end = min(end, changes[bisect_right(changes, start)])
+            names = names[: end - start]
+        if not directory:
             _relative(directory, names)
         yield start, end, directory, names
         start = end
+
+
+def _slash_changes(paths: Sequence[str]) -> list[int]:
+    """The indexes where the number of slashes differs from the previous path's, and n."""
+    n = len(paths)
+    slashes = list(map(str.count, paths, itertools.repeat("/")))
+    return [*itertools.compress(range(1, n), map(ne, slashes[1:], slashes)), n]
 
 
 def _runs(paths: Sequence[str]) -> Iterator[Run]:

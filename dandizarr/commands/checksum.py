@@ -12,7 +12,6 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from operator import itemgetter
 from pathlib import Path
 from typing import IO
 
@@ -30,10 +29,10 @@ from dandizarr.commands.errors import CommandError
 
 _SIZE = re.compile(r"[0-9]+")
 # How much of a listing is read and parsed at once (about 20,000 lines).
-_BLOCK_CHARS = 1 << 20
-_md5_part = itemgetter(slice(0, 32))
-_after_md5 = itemgetter(32)
-_path_part = itemgetter(slice(33, None))
+_BLOCK_BYTES = 1 << 20
+# bytes.translate deletes these: every byte but tab and newline.
+_NOT_SEPARATORS = bytes(sorted(set(range(256)) - {ord("\t"), ord("\n")}))
+_LEADING_ZERO_SIZE = re.compile(r"\t0[0-9]")
 
 
 def register(subparsers: Subparsers) -> None:
@@ -90,61 +89,51 @@ def parse_listing_from(lines: Iterable[str], first: int) -> Iterator[tuple[str, 
         yield path, int(size), md5
 
 
-def _parse_block(text: str) -> Columns | None:
+def _parse_block(data: bytes) -> Columns | None:
     """The columns of whole lines ending in "\n" when every line is well-formed, in C-level
     passes over the block; None when any is not (``parse_listing`` then names the line)."""
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-    # Split at tabs only: [path, size, "md5\npath", size, "md5\npath", ..., size, "md5\n"].
-    parts = text.split("\t")
-    glued = parts[2::2]
-    lines = len(glued)
-    # Every line has exactly two tabs iff there are 2 * lines + 1 parts, each glued part has
-    # a newline right after a 32-character md5, and those are all the newlines.
-    if len(parts) != 2 * lines + 1 or text.count("\n") != lines or lines == 0:
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+    # Every line has exactly two tabs iff the separators alone read "\t\t\n" once per line:
+    # then one split at both gives the fields in order, three per line (and a final "").
+    separators = data.translate(None, _NOT_SEPARATORS)
+    if not separators or separators != b"\t\t\n" * (len(separators) // 3):
         return None
-    try:
-        if "".join(map(_after_md5, glued)) != "\n" * lines or len(glued[-1]) != 33:
-            return None
-    except IndexError:  # a glued part shorter than an md5 and its newline
-        return None
-    md5s = list(map(_md5_part, glued))
+    fields = data.decode("utf-8").replace("\n", "\t").split("\t")
+    md5s = fields[2::3]
     if not all_md5(md5s):
         return None
-    sizes = parts[1::2]
+    sizes = fields[1::3]
     digits = "".join(sizes)
     if not (digits.isascii() and digits.isdigit()) or "" in sizes:
         return None
-    paths = [parts[0], *map(_path_part, glued[:-1])]
-    return paths, list(map(int, sizes)), md5s
+    # Sizes stay text, as the tree's JSON writes them, once without leading zeros (looked for
+    # only where a size starts with "0": a size of 0 is common).
+    tabbed = "\t" + "\t".join(sizes)
+    if "\t0" in tabbed and _LEADING_ZERO_SIZE.search(tabbed):
+        sizes = list(map(str, map(int, sizes)))
+    return fields[0:-1:3], sizes, md5s
 
 
-def parse_listing_columns(file: IO[str], block_chars: int = _BLOCK_CHARS) -> Iterator[Columns]:
-    """``parse_listing`` as consecutive chunks of columns (paths, sizes, md5s): the same
-    entries and the same errors, parsed ``block_chars`` at a time (whole lines)."""
+def parse_listing_columns(file: IO[bytes], block_bytes: int = _BLOCK_BYTES) -> Iterator[Columns]:
+    """``parse_listing`` of a binary file (UTF-8) as consecutive chunks of columns (paths,
+    sizes, md5s): the same entries and the same errors, parsed about ``block_bytes`` at a
+    time (whole lines), but each size as its decimal text (``str(size)``). UnicodeDecodeError
+    for a block that is not UTF-8."""
     first_line = 1
-    rest = ""
-    while True:
-        data = file.read(block_chars)
-        text = rest + data
-        if data:
-            cut = text.rfind("\n") + 1
-            text, rest = text[:cut], text[cut:]
-            if not text:
-                continue
-        elif not text:
-            return
-        elif not text.endswith("\n"):
-            text += "\n"
-        columns = _parse_block(text)
+    while block := file.read(block_bytes):
+        if not block.endswith(b"\n"):
+            block += file.readline()  # the rest of the line (a buffered file finds it)
+            if not block.endswith(b"\n"):  # the last line, without its newline
+                block += b"\n"
+        columns = _parse_block(block)
         if columns is None:
+            text = block.decode("utf-8")
             lines = [line + "\n" for line in text.split("\n")[:-1]]  # as a file iterates them
             entries = list(parse_listing_from(lines, first_line))
-            columns = [e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]
+            columns = [e[0] for e in entries], [str(e[1]) for e in entries], [e[2] for e in entries]
         yield columns
-        first_line += text.count("\n")
-        if not data:
-            return
+        first_line += len(columns[0])
 
 
 def _listing_summary(name: str) -> TreeSummary:
@@ -152,12 +141,14 @@ def _listing_summary(name: str) -> TreeSummary:
         # stdin cannot be re-read: collect it, compute_tree sorts a list if it needs to.
         return compute_tree(list(parse_listing(sys.stdin)))
     try:
-        with open(name, encoding="utf-8", newline="\n") as file:
+        with open(name, "rb") as file:
             try:
-                return compute_tree_columns(parse_listing_columns(file))  # streams when sorted
+                # Streams when sorted; the parser has checked every md5 and size.
+                return compute_tree_columns(parse_listing_columns(file), checked=True)
             except UnsortedEntriesError:
-                file.seek(0)
-                return compute_tree(list(parse_listing(file)))
+                pass
+        with open(name, encoding="utf-8", newline="\n") as lines:
+            return compute_tree(list(parse_listing(lines)))
     except FileNotFoundError:
         raise CommandError(f"{name}: no such file") from None
     except UnicodeDecodeError as error:

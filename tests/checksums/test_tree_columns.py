@@ -128,12 +128,17 @@ def parsed(parse: object, text: str, **kwargs: int) -> object:
 
 
 def flatten(chunks: object) -> Entries:
-    return [e for paths, sizes, md5s in chunks for e in zip(paths, sizes, md5s, strict=True)]  # type: ignore[attr-defined]
+    """The entries of chunks, each size (a parsed listing's decimal text) back to an int."""
+    entries = []
+    for paths, sizes, md5s in chunks:  # type: ignore[attr-defined]
+        assert all(type(size) is str and str(int(size)) == size for size in sizes)
+        entries += zip(paths, map(int, sizes), md5s, strict=True)
+    return entries
 
 
 def columns_parsed(text: str, block_chars: int) -> object:
     try:
-        return flatten(parse_listing_columns(io.StringIO(text, newline="\n"), block_chars))
+        return flatten(parse_listing_columns(io.BytesIO(text.encode()), block_chars))
     except ChecksumFormatError as error:
         return str(error)
 
@@ -168,3 +173,30 @@ def test_listing_columns_crlf_and_no_final_newline() -> None:
 def test_listing_columns_name_the_bad_line_across_blocks() -> None:
     text = "".join(f"{i}\t1\t{MD5}\n" for i in range(100)) + "x\t1\n"
     assert columns_parsed(text, 64) == "line 101: expected 'path<TAB>size<TAB>md5', got 2 field(s)"
+
+
+def test_listing_columns_sizes_are_canonical_text() -> None:
+    # Leading zeros are dropped whether the block takes the fast path or the line-by-line one.
+    text = f"a\t0\t{MD5}\nb\t010\t{MD5}\nc\t100\t{MD5}\n"
+    chunks = list(parse_listing_columns(io.BytesIO(text.encode())))
+    assert [list(sizes) for _, sizes, _ in chunks] == [["0", "10", "100"]]
+    assert columns_parsed(text + "bad\n", 1 << 22) == (
+        "line 4: expected 'path<TAB>size<TAB>md5', got 1 field(s)"
+    )
+
+
+@SETTINGS
+@given(file_sets, st.randoms(use_true_random=False))
+def test_checked_text_sizes_match_the_stream(
+    files: dict[str, tuple[int, str]], rnd: random.Random
+) -> None:
+    # A parsed listing's sizes as text (checked=True): the same tree as ints.
+    entries = sorted(entries_of(files))
+    expected = run(compute_tree, iter(entries))
+    chunks = [(p, [str(s) for s in sizes], m) for p, sizes, m in chunked(entries, rnd)]
+    assert run(lambda c, **kw: compute_tree_columns(c, checked=True, **kw), chunks) == expected
+
+
+def test_text_sizes_need_checked() -> None:
+    with pytest.raises(ChecksumFormatError, match="size must be a non-negative integer"):
+        compute_tree_columns([(["a"], ["1"], [MD5])])
