@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from celery.exceptions import Retry
+
 from checksums import DirectoryListing, FileEntry
 from tests.support.api import Actor, md5, upload
 from tests.support.tree_check import assert_tree_matches_storage
 from zarr_api.models import ZarrArchive
+from zarr_api.services import tree_updates
 from zarr_api.services.audit import archive_audit
-from zarr_api.tree import ListingCache, StorageChecksumTree
+from zarr_api.tree import CacheKey, ListingCache, StorageChecksumTree
 
 
 def test_pages_and_entries_of_a_directory_read_its_checksum_once_per_version(
@@ -24,8 +30,8 @@ def test_pages_and_entries_of_a_directory_read_its_checksum_once_per_version(
     entry = owner.client.get(f"/api/zarr/{zarr_id}/files/big/007").json()
     assert entry["digest"] == md5(b"7")
     # "big" comes from what the tree update wrote (the batch start made this process's cache);
-    # "big/007" is no directory: its own probe reads storage once.
-    assert StorageChecksumTree.total_reads - reads == 1
+    # "big/007" is no directory, as the cached "big" says: storage is not asked.
+    assert StorageChecksumTree.total_reads == reads
     # A new batch is a new version of the tree: its listings are read afresh.
     assert upload(owner.client, zarr_id, {"big/007": b"seven"}).status_code == 200
     entry = owner.client.get(f"/api/zarr/{zarr_id}/files/big/007").json()
@@ -38,16 +44,28 @@ def test_listing_cache_holds_at_most_its_entries_and_drops_the_oldest() -> None:
     def listing(n: int) -> DirectoryListing:
         return DirectoryListing({f"f{i}": FileEntry(f"f{i}", md5(b""), 0) for i in range(n)})
 
+    def key(directory: str) -> CacheKey:
+        return ("z", 1, directory)
+
     cache = ListingCache(max_entries=25)
-    cache.put("a", listing(9))  # 10 entries with its own
-    cache.put("b", listing(9))
-    assert cache.get("a")[0]  # "a" is now the most recently used
-    cache.put("c", listing(9))  # 30 > 25: the least recently used ("b") goes
-    assert [cache.get(k)[0] for k in "abc"] == [True, False, True]
-    cache.put("huge", listing(100))  # larger than the whole cache: not kept
-    assert cache.get("huge") == (False, None)
-    cache.put("absent", None)
-    assert cache.get("absent") == (True, None)
+    cache.put(key("a"), listing(9))  # 10 entries with its own
+    cache.put(key("b"), listing(9))
+    assert cache.get(key("a"))[0]  # "a" is now the most recently used
+    cache.put(key("c"), listing(9))  # 30 > 25: the least recently used ("b") goes
+    assert [cache.get(key(k))[0] for k in "abc"] == [True, False, True]
+    cache.put(key("huge"), listing(100))  # larger than the whole cache: not kept
+    assert cache.get(key("huge")) == (False, None)
+    cache.put(key("absent"), None)
+    assert cache.get(key("absent")) == (True, None)
+    # What eviction dropped is not carried to a new version either.
+    cache.carry("z", 1, 2, {})
+    assert [cache.get(("z", 2, k))[0] for k in ["a", "b", "c", "absent"]] == [
+        True,
+        False,
+        True,
+        True,
+    ]
+    assert cache.get(key("a")) == (False, None)
 
 
 def test_batch_start_checks_paths_against_the_listings_the_last_update_wrote(
@@ -89,4 +107,69 @@ def test_a_tree_update_reads_back_only_what_no_committed_update_of_this_process_
     reads = StorageChecksumTree.total_reads
     assert upload(owner.client, zarr_id, {"d/9": b"9"}).status_code == 200
     assert StorageChecksumTree.total_reads > reads
+    assert_tree_matches_storage(zarr_id)
+
+
+def test_a_new_version_keeps_the_listings_its_update_did_not_change() -> None:
+    def listing(digest: str) -> DirectoryListing:
+        return DirectoryListing({"f": FileEntry("f", digest, 1)})
+
+    cache = ListingCache(max_entries=100)
+    for directory in ("", "kept", "changed", "gone"):
+        cache.put(("z", 1, directory), listing(md5(directory.encode())))
+    cache.put(("z", 1, "new"), None)  # absent at version 1
+    cache.put(("other", 1, "kept"), listing(md5(b"other")))
+    changed = listing(md5(b"changed again"))
+    cache.carry("z", 1, 2, {"changed": changed, "gone": None, "new": listing(md5(b"n"))})
+    assert cache.get(("z", 2, "kept")) == (True, listing(md5(b"kept")))
+    assert cache.get(("z", 2, "changed")) == (True, changed)
+    assert cache.get(("z", 2, "gone")) == (True, None)
+    assert cache.get(("z", 2, "new")) == (True, listing(md5(b"n")))
+    assert cache.get(("z", 1, "kept")) == (False, None)  # moved, not copied
+    assert cache.get(("other", 1, "kept"))[0]  # another archive is untouched
+    cache.forget("z")
+    assert [cache.get(("z", 2, d))[0] for d in ("", "kept", "changed")] == [False] * 3
+    assert cache.get(("other", 1, "kept"))[0]
+
+
+def test_listings_an_update_changed_are_served_fresh_and_the_others_without_a_read(
+    owner: Actor, zarr_id: str
+) -> None:
+    """The update's new version carries the listings it did not write: "b" (unchanged) is not
+    read again, "a" and the root (changed) are the update's own, never the old ones."""
+    assert upload(owner.client, zarr_id, {"a/x": b"1", "b/y": b"1", "c/z": b"1"}).status_code
+    reads = StorageChecksumTree.total_reads
+    assert upload(owner.client, zarr_id, {"a/x": b"2"}).status_code == 200
+    assert upload(owner.client, zarr_id, {"a/new/w": b"3"}).status_code == 200
+    assert StorageChecksumTree.total_reads == reads  # starts and updates: all from the cache
+    a = owner.client.get(f"/api/zarr/{zarr_id}/files/a").json()["results"]
+    assert {r["name"]: r.get("digest") for r in a if r["name"] == "x"} == {"x": md5(b"2")}
+    assert "new" in {r["name"] for r in a}
+    b = owner.client.get(f"/api/zarr/{zarr_id}/files/b").json()["results"]
+    assert [r["digest"] for r in b] == [md5(b"1")]
+    assert StorageChecksumTree.total_reads == reads
+    assert_tree_matches_storage(zarr_id)
+    # A file may not become a directory, though the cache had "a/x" as a file two versions ago.
+    url = f"/api/zarr/{zarr_id}/upload/"
+    response = owner.client.post(url, [{"path": "a/x/y", "etag": md5(b"")}], format="json")
+    assert response.status_code == 400
+    assert "inside 'a/x'" in response.json()["detail"]
+
+
+def test_an_update_that_fails_after_writing_leaves_no_listing_in_the_cache(
+    owner: Actor, zarr_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its listings are in storage but in no committed version: the next update reads storage."""
+    assert upload(owner.client, zarr_id, {"d/0": b"0"}).status_code == 200
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("after the writes")
+
+    monkeypatch.setattr(tree_updates, "locations_apply", fail)
+    with pytest.raises(Retry):  # the eager task, failed, asks to be retried
+        upload(owner.client, zarr_id, {"d/1": b"1"})
+    monkeypatch.undo()
+    reads = StorageChecksumTree.total_reads
+    assert tree_updates.tree_update_apply(ZarrArchive.objects.get(zarr_id=zarr_id).pk)
+    assert StorageChecksumTree.total_reads > reads  # "d" and the root, from storage
     assert_tree_matches_storage(zarr_id)
