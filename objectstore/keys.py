@@ -40,6 +40,8 @@ def key_problem(key: object) -> str | None:
         return "must not contain control characters"
     if size > MAX_KEY_BYTES:
         return f"makes a storage key of {size} bytes of UTF-8; at most {MAX_KEY_BYTES} are allowed"
+    if RESERVED_PREFIX not in key and size <= MAX_SEGMENT_BYTES:
+        return None  # no segment can break the rules below (the usual key: checked fast)
     for segment in key.split("/"):
         if segment.startswith(RESERVED_PREFIX):
             return f"has a name starting {RESERVED_PREFIX!r}: such names are reserved by storage"
