@@ -32,26 +32,24 @@ def locations_apply(
     """Point member rows at the batches' final state of each path. Called in the tree update's
     transaction with the TreeLock held, so it commits or rolls back with the batches' state.
     ``in_tree_before``: the batches' paths the tree held before (``paths_in_tree``)."""
+    result = LocationChanges()
+    # A loose archive (no member, no pack batch) has no locations to move: its batches' rows,
+    # read once already by the update, are not read again.
+    packing = Batch.objects.filter(pk__in=batch_ids, kind=Batch.Kind.PACK).exists()
+    if not packing and not ShardMember.objects.filter(archive=archive).exists():
+        return result
     final: dict[str, tuple[int, int | None, int | None, str, int | None] | None] = {}
     rows = (
         BatchFile.objects.filter(batch_id__in=batch_ids)
         .order_by("batch__sequence", "id")
         .values_list("batch__kind", "path", "shard_id", "offset", "size", "md5", "slot")
     )
-    touched_kinds: set[str] = set()
     uploaded_loose: set[str] = set()
     for kind, path, shard_id, offset, size, md5, slot in rows.iterator(chunk_size=2000):
-        touched_kinds.add(kind)
         if kind == Batch.Kind.UPLOAD:
             uploaded_loose.add(path)
         final[path] = (shard_id, offset, size, md5, slot) if kind == Batch.Kind.PACK else None
-    result = LocationChanges()
     if not final:
-        return result
-    has_members = (
-        Batch.Kind.PACK in touched_kinds or ShardMember.objects.filter(archive=archive).exists()
-    )
-    if not has_members:
         return result
     dead: Counter[int] = Counter()
     were_members: set[str] = set()
