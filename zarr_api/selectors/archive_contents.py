@@ -83,8 +83,7 @@ class ArchiveSnapshot:
         if path in self.pending:
             return self.pending[path]
         parent, name = posixpath.split(path)
-        self.load([parent])
-        listing = self._listings[parent]
+        listing = self._listing(parent)
         if listing is None or name not in listing.files:
             return None
         entry = listing.files[name]
@@ -94,9 +93,14 @@ class ArchiveSnapshot:
         if path in self._pending_dirs:
             return True
         parent, name = posixpath.split(path)
-        self.load([parent])
-        listing = self._listings[parent]
+        listing = self._listing(parent)
         return listing is not None and name in listing.directories
+
+    def _listing(self, directory: str) -> DirectoryListing | None:
+        # Called per path: the usual case (loaded already) is a dict lookup.
+        if directory not in self._listings:
+            self.load([directory])
+        return self._listings[directory]
 
     def files_state(self, paths: Iterable[str]) -> dict[str, FileState | None]:
         paths = list(paths)

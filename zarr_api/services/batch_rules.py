@@ -3,7 +3,6 @@ clashes), finding the open one, and the report of what was not uploaded as decla
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -149,17 +148,19 @@ def open_batch_directories_reset(batch: Batch) -> None:
 def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot) -> None:
     """A file may not share its path with a directory, in the batch or in the archive."""
     batch = set(paths)
-    ancestors = {a for p in paths for a in _ancestors(p)}
-    # Every .checksum the checks below read, in one parallel read_many, not one GET after
-    # another as each check meets a new directory.
-    snapshot.load(
-        {posixpath.dirname(p) for p in paths} | {posixpath.dirname(a) for a in ancestors - batch}
-    )
+    parents = {p.rpartition("/")[0] for p in batch}
+    ancestors: set[str] = set()  # every directory above a path of the batch (not the root)
+    for directory in parents:
+        while directory and directory not in ancestors:
+            ancestors.add(directory)
+            directory = directory.rpartition("/")[0]
+    # Every .checksum the checks below read, in one read_many (in parallel, what the cache
+    # lacks), not one GET after another as each check meets a new directory.
+    snapshot.load(parents | {a.rpartition("/")[0] for a in ancestors})
     problems: list[Problem] = []
     for path in paths:
         if path in ancestors:
             problems.append({"path": path, "problem": "is also a directory in this batch"})
-    snapshot.load({posixpath.dirname(p) for p in paths} | {posixpath.dirname(a) for a in ancestors})
     for path in paths:
         if snapshot.is_directory(path):
             problems.append({"path": path, "problem": "is a directory in the archive"})
