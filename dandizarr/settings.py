@@ -148,6 +148,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         transaction_mode="IMMEDIATE", timeout=30, init_command="PRAGMA journal_mode=WAL;"
     )
+    # The same, with the write lock handed from one transaction of this process to the next
+    # instead of polled for (dandizarr/sqlite/base.py).
+    DATABASES["default"]["ENGINE"] = "dandizarr.sqlite"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"

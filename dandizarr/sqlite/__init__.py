@@ -1,0 +1,1 @@
+"""SQLite for ``dandizarr serve`` (``ENGINE = "dandizarr.sqlite"``): see ``base``."""
