@@ -2,9 +2,10 @@
 shards they go into, and building those shards into pack batches (producer thread).
 
 The chunk files of the arrays (found from the local ``.zarray`` / ``zarr.json``) are held back
-while hashing; once hashing is done they are planned into shards
-(``sharding.archive_packing``), each shard is built locally (member files read again and
-checked against their md5) and the shards are grouped into ``PackBatch``es for
+while the other files are hashed; then they are planned into shards
+(``sharding.archive_packing``), each shard is built locally (each member file read once and
+hashed from the bytes packed; one hashed before, to compare with the server's copy, checked
+against that md5) and the shards are grouped into ``PackBatch``es for
 ``dandizarr.client.pack_batches`` to send.
 """
 
@@ -15,6 +16,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import shutil
 import tempfile
 import threading
@@ -299,23 +301,30 @@ class ShardBuilder:
         self._slots.release()
 
     def _build_shard(self, plan: IndexedShardPlan, listing: LocalListing) -> PreparedShard | None:
-        """Build one shard from the member files on disk; a file that no longer has the md5 it
-        was hashed with is left out and reported (as a loose upload does)."""
+        """Build one shard from the member files on disk, each read once. A member hashed
+        before (to compare with the server's copy) that no longer has that md5 is left out and
+        reported (as a loose upload does); the others get the md5 of the bytes packed."""
         if self.stop.is_set():
             return None
         paths, sizes = listing.paths, listing.sizes
+        root = os.fspath(self.root)
+        packed = array("q")  # the positions of the members, in the shard's order
 
         def members() -> Iterator[tuple[str, int | None, bytes]]:
             for i, slot in zip(plan.positions, plan.slots, strict=True):
                 path = paths[i]
                 try:
-                    data = (self.root / path).read_bytes()
+                    with open(os.path.join(root, path), "rb") as file:
+                        data = file.read()
                 except FileNotFoundError:
                     self._report_changed(path, "deleted")
                     continue
-                if len(data) != sizes[i] or hashlib.md5(data).digest() != listing.digest(i):
+                if listing.is_hashed(i) and (
+                    len(data) != sizes[i] or hashlib.md5(data).digest() != listing.digest(i)
+                ):
                     self._report_changed(path, "content differs from its hash")
                     continue
+                packed.append(i)
                 yield path, slot, data
 
         cps = plan.layout.chunks_per_shard
@@ -328,6 +337,9 @@ class ShardBuilder:
             with target.open("wb") as file:
                 built = build_shard(cps, members(), file)
             shard = PreparedShard(plan.name, built.size, built.md5, built.members, file=target)
+        for i, member in zip(packed, built.members, strict=True):
+            if not listing.is_hashed(i):
+                listing.set_hashed(i, member.length, member.md5)
         shard.chunks_per_shard = tuple(cps)
         if not shard.members:
             shard.discard()
