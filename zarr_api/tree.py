@@ -128,6 +128,13 @@ class ListingCache:
                 _, (_, dropped) = self._items.popitem(last=False)
                 self._held -= dropped
 
+    def discard_where(self, stale: Callable[[Hashable], bool]) -> None:
+        """Drop the entries whose key is ``stale`` (one pass over the keys)."""
+        with self._lock:
+            for key in [key for key in self._items if stale(key)]:
+                _, size = self._items.pop(key)
+                self._held -= size
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
@@ -193,6 +200,13 @@ class CachedTree:
         self.written.update(dict.fromkeys(directories))
 
     def remember(self, version: Hashable) -> None:
-        """Cache what was written as the listings of ``version`` (the committed new tree)."""
+        """Cache what was written as the listings of ``version`` (the committed new tree), in
+        place of the archive's listings of older versions: readers key by the committed
+        version, so those are read no more, and kept they filled half the cache (a pack batch
+        of 100,000 files writes as many entries)."""
+        zarr_id = self.tree.zarr_id
+        self.cache.discard_where(
+            lambda key: isinstance(key, tuple) and key[0] == zarr_id and key[1] != version
+        )
         for directory, listing in self.written.items():
             self.cache.put(self._key(directory, version), listing)
