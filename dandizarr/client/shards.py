@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from dandizarr.client.errors import ClientError
+from dandizarr.client.member_reads import MemberReader
 from dandizarr.client.models import ServiceInfo
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
@@ -183,8 +184,10 @@ class ShardBuilder:
         # Bounded look-ahead: a pack batch is built only when a slot is free.
         self._slots = threading.Semaphore(PACK_BATCHES_AHEAD + 1)
         self._changed_lock = threading.Lock()
+        self._reader = MemberReader(os.fspath(root))
 
     def cleanup(self) -> None:
+        self._reader.close()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -307,16 +310,13 @@ class ShardBuilder:
         if self.stop.is_set():
             return None
         paths, sizes = listing.paths, listing.sizes
-        root = os.fspath(self.root)
         packed = array("q")  # the positions of the members, in the shard's order
 
         def members() -> Iterator[tuple[str, int | None, bytes]]:
-            for i, slot in zip(plan.positions, plan.slots, strict=True):
+            read = self._reader.read([paths[i] for i in plan.positions])
+            for i, slot, data in zip(plan.positions, plan.slots, read, strict=True):
                 path = paths[i]
-                try:
-                    with open(os.path.join(root, path), "rb") as file:
-                        data = file.read()
-                except FileNotFoundError:
+                if data is None:
                     self._report_changed(path, "deleted")
                     continue
                 if listing.is_hashed(i) and (
