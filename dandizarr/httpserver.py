@@ -10,6 +10,8 @@ live service).
 
 from __future__ import annotations
 
+import ctypes
+import os
 import socket
 from typing import Any
 
@@ -25,6 +27,9 @@ THREADS = 32
 GRACEFUL_SECONDS = 5
 # gunicorn's default line, then the request's time in microseconds.
 ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(D)s'
+# glibc's mallopt parameter (malloc.h), and the arenas the process keeps.
+M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
 
 
 class NoDelayMixin:
@@ -72,6 +77,7 @@ def run(host: str, port: int) -> None:
     from django.core.wsgi import get_wsgi_application
     from django.db import connections
 
+    limit_malloc_arenas()
     application = StaticFilesHandler(get_wsgi_application())
     connections.close_all()  # the worker is forked: it opens its own
     EmbeddedServer(
@@ -89,6 +95,24 @@ def run(host: str, port: int) -> None:
             "worker_exit": _finish_background_work,
         },
     ).run()
+
+
+def limit_malloc_arenas() -> None:
+    """Keep glibc's malloc to ``MALLOC_ARENAS`` arenas (unless ``MALLOC_ARENA_MAX`` is set).
+
+    glibc gives threads that allocate at once arenas of their own, up to 8 per core, and
+    memory freed stays with its arena: with gunicorn's threads, the storage pool's and the tree
+    update's, a million-file packed upload left the process 20 MB larger than with two arenas.
+    Python's small objects come from its own allocator under the GIL, so few arenas cost no
+    contention. Not glibc (macOS, musl without mallopt): nothing to do.
+    """
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(M_ARENA_MAX, MALLOC_ARENAS)
 
 
 def _start_background_work(worker: Any) -> None:

@@ -144,6 +144,11 @@ class ListingCache:
                 self._held -= size
                 if directory not in written:
                     self._put((zarr_id, new, directory), listing)
+            # Listings of the archive's other versions: readers key by the committed version,
+            # so they are read no more, and kept they filled half the cache (a pack batch of
+            # 100,000 files writes as many entries).
+            for scope in [s for s in self._by_version if s[0] == zarr_id and s[1] != new]:
+                self._drop(scope)
             for directory, listing in written.items():
                 self._put((zarr_id, new, directory), listing)
 
@@ -151,9 +156,13 @@ class ListingCache:
         """Drop every listing of the archive (its storage may be ahead of any version)."""
         with self._lock:
             for scope in [s for s in self._by_version if s[0] == zarr_id]:
-                for directory in self._by_version.pop(scope):
-                    _, size = self._items.pop((*scope, directory))
-                    self._held -= size
+                self._drop(scope)
+
+    def _drop(self, scope: tuple[str, Hashable]) -> None:
+        """Drop every listing of one version of an archive (the lock held)."""
+        for directory in self._by_version.pop(scope):
+            _, size = self._items.pop((*scope, directory))
+            self._held -= size
 
     def clear(self) -> None:
         with self._lock:

@@ -2,9 +2,10 @@
 shards they go into, and building those shards into pack batches (producer thread).
 
 The chunk files of the arrays (found from the local ``.zarray`` / ``zarr.json``) are held back
-while hashing; once hashing is done they are planned into shards
-(``sharding.archive_packing``), each shard is built locally (member files read again and
-checked against their md5) and the shards are grouped into ``PackBatch``es for
+while the other files are hashed; then they are planned into shards
+(``sharding.archive_packing``), each shard is built locally (each member file read once and
+hashed from the bytes packed; one hashed before, to compare with the server's copy, checked
+against that md5) and the shards are grouped into ``PackBatch``es for
 ``dandizarr.client.pack_batches`` to send.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import os
 import shutil
 import tempfile
 import threading
@@ -22,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from dandizarr.client.errors import ClientError
+from dandizarr.client.member_reads import MemberReader
 from dandizarr.client.models import ServiceInfo
 from dandizarr.client.pack_types import PackBatch, PreparedShard
 from dandizarr.client.progress import Progress
@@ -96,8 +99,10 @@ class ShardBuilder:
         # Bounded look-ahead: a pack batch is built only when a slot is free.
         self._slots = threading.Semaphore(PACK_BATCHES_AHEAD + 1)
         self._changed_lock = threading.Lock()
+        self._reader = MemberReader(os.fspath(root))
 
     def cleanup(self) -> None:
+        self._reader.close()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -214,23 +219,27 @@ class ShardBuilder:
         self._slots.release()
 
     def _build_shard(self, plan: IndexedShardPlan, listing: LocalListing) -> PreparedShard | None:
-        """Build one shard from the member files on disk; a file that no longer has the md5 it
-        was hashed with is left out and reported (as a loose upload does)."""
+        """Build one shard from the member files on disk, each read once. A member hashed
+        before (to compare with the server's copy) that no longer has that md5 is left out and
+        reported (as a loose upload does); the others get the md5 of the bytes packed."""
         if self.stop.is_set():
             return None
         paths, sizes = listing.paths, listing.sizes
+        packed = array("q")  # the positions of the members, in the shard's order
 
         def members() -> Iterator[tuple[str, int | None, bytes]]:
-            for i, slot in zip(plan.positions, plan.slots, strict=True):
+            read = self._reader.read([paths[i] for i in plan.positions])
+            for i, slot, data in zip(plan.positions, plan.slots, read, strict=True):
                 path = paths[i]
-                try:
-                    data = (self.root / path).read_bytes()
-                except FileNotFoundError:
+                if data is None:
                     self._report_changed(path, "deleted")
                     continue
-                if len(data) != sizes[i] or hashlib.md5(data).digest() != listing.digest(i):
+                if listing.is_hashed(i) and (
+                    len(data) != sizes[i] or hashlib.md5(data).digest() != listing.digest(i)
+                ):
                     self._report_changed(path, "content differs from its hash")
                     continue
+                packed.append(i)
                 yield path, slot, data
 
         cps = plan.layout.chunks_per_shard
@@ -243,6 +252,9 @@ class ShardBuilder:
             with target.open("wb") as file:
                 built = build_shard(cps, members(), file)
             shard = PreparedShard(plan.name, built.size, built.md5, built.members, file=target)
+        for i, member in zip(packed, built.members, strict=True):
+            if not listing.is_hashed(i):
+                listing.set_hashed(i, member.length, member.md5)
         shard.chunks_per_shard = tuple(cps)
         if not shard.members:
             shard.discard()

@@ -9,8 +9,10 @@ runs ahead, and a loose batch grows while its PUTs run (up to ``max_batch_files`
 its start and its completion are serial. At the end the server's checksum is compared with the
 one the local files give.
 
-Every file is read again for its PUT (or its shard) and its md5 compared with the one declared
-in the batch: a file that changed on disk since it was hashed is not uploaded but reported.
+Every loose file is read again for its PUT and its md5 compared with the one declared in the
+batch: a file that changed on disk since it was hashed is not uploaded but reported. A chunk
+file packed into a shard is read once, when its shard is built, and declared with the md5 of
+the bytes packed (one hashed before, to compare with the server's copy, is checked likewise).
 """
 
 from __future__ import annotations

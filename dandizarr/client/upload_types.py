@@ -27,9 +27,10 @@ class LocalFile:
 
 
 class LocalListing:
-    """The local files of an upload in path order, as columns: paths (str), sizes and md5
-    digests (16 bytes each, in one bytearray); about 24 bytes a file beside its path. Sizes
-    come from the listing until a file is hashed (``set_hashed``), then are the bytes hashed."""
+    """The local files of an upload in path order, as columns: paths (str), sizes, md5 digests
+    (16 bytes each, in one bytearray) and whether each is hashed yet; about 25 bytes a file
+    beside its path. Sizes come from the listing until a file is hashed (``set_hashed``), then
+    are the bytes hashed."""
 
     def __init__(self, files: Iterable[tuple[str, int]]) -> None:
         self.paths: list[str] = []
@@ -38,6 +39,7 @@ class LocalListing:
             self.paths.append(path)
             self.sizes.append(size)
         self.digests = bytearray(16 * len(self.paths))
+        self.hashed = bytearray(len(self.paths))  # 1 once ``set_hashed``
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -45,6 +47,10 @@ class LocalListing:
     def set_hashed(self, i: int, size: int, md5: str) -> None:
         self.sizes[i] = size
         self.digests[16 * i : 16 * i + 16] = bytes.fromhex(md5)
+        self.hashed[i] = 1
+
+    def is_hashed(self, i: int) -> bool:
+        return bool(self.hashed[i])
 
     def digest(self, i: int) -> bytes:
         return bytes(self.digests[16 * i : 16 * i + 16])

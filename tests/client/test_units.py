@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import threading
+from array import array
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,12 @@ from checksums import EMPTY_DIGEST, compute_tree
 from dandizarr.client import ChecksumMismatch, ClientError
 from dandizarr.client.digests import content_md5, tree_checksum
 from dandizarr.client.journal import BatchJournal
-from dandizarr.client.models import RemoteFile
+from dandizarr.client.models import RemoteFile, ServiceInfo
+from dandizarr.client.progress import NullProgress
 from dandizarr.client.results import UploadResult, format_bytes
+from dandizarr.client.shards import ShardBuilder
 from dandizarr.client.storage_puts import FileChangedError, HashingReader
-from dandizarr.client.upload_types import LocalFile, LocalListing
+from dandizarr.client.upload_types import LocalFile, LocalListing, UploadOptions
 
 
 def test_journal_tells_a_killed_run_from_a_live_one_and_another_host(tmp_path: Path) -> None:
@@ -158,3 +162,52 @@ def test_a_file_entry_says_where_its_bytes_are() -> None:
     assert RemoteFile.from_json({"path": "p", "size": 0, "digest": "d"}).download_url is None
     with pytest.raises(ValueError, match="empty packed file"):
         RemoteFile("e", 0, "d", "shard-url", 10).range_header()
+
+
+def _v2_array(root: Path, n: int) -> None:
+    root.mkdir()
+    (root / ".zarray").write_text(
+        json.dumps(
+            {
+                "zarr_format": 2,
+                "shape": [n],
+                "chunks": [1],
+                "dtype": "|u1",
+                "compressor": None,
+                "filters": None,
+                "fill_value": 0,
+                "order": "C",
+            }
+        )
+    )
+    for i in range(n):
+        (root / str(i)).write_bytes(bytes([i]) * (i + 1))
+
+
+def test_shard_builder_hashes_unhashed_members_from_the_bytes_it_packs(tmp_path: Path) -> None:
+    """Chunk files nobody hashed yet are read once, as their shard is built, and get the md5
+    of the bytes packed; a member hashed before (to compare with the server's copy) whose
+    content changed since is left out and reported."""
+    root = tmp_path / "a.zarr"
+    _v2_array(root, 4)
+    listing = LocalListing([(".zarray", 0), ("0", 1), ("1", 2), ("2", 3), ("3", 4)])
+    listing.set_hashed(2, 2, hashlib.md5(b"\x01\x01").hexdigest())  # "1", as on the server
+    (root / "1").write_bytes(b"changed")  # ... and changed on disk since
+    result = UploadResult(server="http://server")
+    info = ServiceInfo("1", 500, 600, "local", 100)
+    builder = ShardBuilder(
+        root, UploadOptions(pack=True), result, NullProgress(), threading.Event(), jobs=1
+    )
+    builder.plan_layouts(listing.paths, info)
+    try:
+        plans, loose = builder.plan_shards(listing, array("q", [1, 2, 3, 4]))
+        assert not loose
+        shards = [builder._build_shard(plan, listing) for plan in plans]
+    finally:
+        builder.cleanup()
+    packed = {m.path: m.md5 for shard in shards if shard for m in shard.members}
+    assert result.changed_files == ["1"] and "1" not in packed
+    for i, name in ((1, "0"), (3, "2"), (4, "3")):
+        data = (root / name).read_bytes()
+        assert listing.is_hashed(i) and listing.sizes[i] == len(data)
+        assert listing.md5(i) == packed[name] == hashlib.md5(data).hexdigest()

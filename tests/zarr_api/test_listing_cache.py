@@ -13,7 +13,7 @@ from tests.support.tree_check import assert_tree_matches_storage
 from zarr_api.models import ZarrArchive
 from zarr_api.services import tree_updates
 from zarr_api.services.audit import archive_audit
-from zarr_api.tree import CacheKey, ListingCache, StorageChecksumTree
+from zarr_api.tree import CachedTree, CacheKey, ListingCache, StorageChecksumTree
 
 
 def test_pages_and_entries_of_a_directory_read_its_checksum_once_per_version(
@@ -66,6 +66,26 @@ def test_listing_cache_holds_at_most_its_entries_and_drops_the_oldest() -> None:
         True,
     ]
     assert cache.get(key("a")) == (False, None)
+
+
+def test_a_committed_update_drops_the_archives_listings_of_older_versions() -> None:
+    """Readers key by the committed version, so an update's ``remember`` carries what it read
+    to the new version and drops the archive's listings of any other (they would fill the
+    cache, read no more); other archives' stay."""
+    listing = DirectoryListing({"f": FileEntry("f", md5(b""), 0)})
+    cache = ListingCache(max_entries=100)
+    cache.put(("z", "v0", "old"), listing)  # read before an audit, say
+    cache.put(("z", "v1", "a"), listing)
+    cache.put(("z", "v1", "b"), listing)
+    cache.put(("other", "v1", "a"), listing)
+    tree = CachedTree(StorageChecksumTree(None, "z"), "v1", cache)  # type: ignore[arg-type]
+    tree.written["a"] = listing
+    tree.remember("v2")
+    assert cache.get(("z", "v2", "a")) == (True, listing)
+    assert cache.get(("z", "v2", "b")) == (True, listing)  # carried
+    assert not cache.get(("z", "v1", "a"))[0] and not cache.get(("z", "v1", "b"))[0]
+    assert not cache.get(("z", "v0", "old"))[0]
+    assert cache.get(("other", "v1", "a"))[0]
 
 
 def test_batch_start_checks_paths_against_the_listings_the_last_update_wrote(

@@ -1,0 +1,67 @@
+"""Reading the member files of the shards being built, several at once, in order.
+
+A packed upload reads every chunk file once, and most are small: the time goes to waiting for
+the disk, one open and read after another. With the page cache cold, a million 64-byte files
+read one at a time took ~150 us each; eight threads at once brought that to ~40 us. The files
+are read in runs of consecutive members (a task per run, not per file: a future costs more
+than reading a cached small file), a few runs ahead of the shard being written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+# Threads reading files for all the shards being built.
+READ_THREADS = 8
+# Members per read task, and tasks queued ahead per shard being built.
+RUN_FILES = 64
+RUNS_AHEAD = 8
+
+
+def _read_run(root: str, paths: Sequence[str]) -> list[bytes | None]:
+    """Each file's bytes, None for one that is gone (reported by the caller)."""
+    out: list[bytes | None] = []
+    for path in paths:
+        try:
+            with open(os.path.join(root, path), "rb") as file:
+                out.append(file.read())
+        except FileNotFoundError:
+            out.append(None)
+    return out
+
+
+class MemberReader:
+    """A pool of ``READ_THREADS`` threads reading files below one root; ``close`` at the end."""
+
+    def __init__(self, root: str, threads: int = READ_THREADS) -> None:
+        self.root = root
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dandizarr-read")
+
+    def read(self, paths: Sequence[str]) -> Iterator[bytes | None]:
+        """The bytes of each of ``paths`` in order (None: the file is gone), read ahead by at
+        most ``RUN_FILES * RUNS_AHEAD`` files. Errors other than a missing file are raised."""
+        pending: deque[Future[list[bytes | None]]] = deque()
+        starts = iter(range(0, len(paths), RUN_FILES))
+
+        def submit() -> None:
+            start = next(starts, None)
+            if start is not None:
+                run = paths[start : start + RUN_FILES]
+                pending.append(self._pool.submit(_read_run, self.root, run))
+
+        for _ in range(RUNS_AHEAD):
+            submit()
+        try:
+            while pending:
+                run_data = pending.popleft().result()
+                submit()
+                yield from run_data
+        finally:
+            for future in pending:  # abandoned early (an error, or the upload stopped)
+                future.cancel()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
