@@ -18,7 +18,14 @@ from dandizarr.client.errors import ClientError
 from dandizarr.client.producer import Produced
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
-from dandizarr.client.storage_puts import PutOutcome, PutStatus, StoragePuts
+from dandizarr.client.storage_puts import (
+    FileBody,
+    Handover,
+    PutOutcome,
+    PutStatus,
+    StoragePuts,
+    file_body,
+)
 from dandizarr.client.upload_types import MAX_BATCH_RESTARTS, LocalFile
 
 
@@ -193,6 +200,9 @@ class NotTaken:
 
 NOT_TAKEN = NotTaken()
 _END = object()
+# A chunk's files are read ahead (by the URL thread) when together at most this large: at most
+# two chunks are held, the one handed over and the one being read.
+READ_AHEAD_BYTES = 32 << 20
 
 
 class _GrowingBatch(threading.Thread):
@@ -214,7 +224,7 @@ class _GrowingBatch(threading.Thread):
         self.first = first
         self.produced = produced
         self.limits = limits
-        self.ready: queue.Queue[tuple[list[LocalFile], list[str]] | object] = queue.Queue(1)
+        self.ready: queue.Queue[Handover | object] = queue.Queue(1)
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.next_item: Produced | NotTaken = NOT_TAKEN
@@ -227,7 +237,7 @@ class _GrowingBatch(threading.Thread):
                 started = time.perf_counter()
                 urls = self.sender.start_urls(chunk) if not files else self.sender.more_urls(chunk)
                 self.sender.result.add_time("start" if not files else "add", started)
-                if not self._hand_over((chunk, urls)):
+                if not self._hand_over(Handover(chunk, urls, self._bodies(chunk))):
                     return
                 files += len(chunk)
                 size += sum(e.size for e in chunk)
@@ -246,6 +256,13 @@ class _GrowingBatch(threading.Thread):
             self.error = error
         finally:
             self._hand_over(_END)
+
+    def _bodies(self, chunk: list[LocalFile]) -> list[FileBody] | None:
+        """The chunk's files read (and checked against their md5s) here, off the thread that
+        drives the PUTs, when they are small enough to hold a chunk ahead."""
+        if sum(e.size for e in chunk) > READ_AHEAD_BYTES:
+            return None
+        return [file_body(self.sender.root, e) for e in chunk]
 
     def _rest_joins(self, files: int) -> bool:
         """Whether the files the upload has left (at most) join this batch."""
@@ -270,11 +287,12 @@ class _GrowingBatch(threading.Thread):
                 continue
         return None
 
-    def take(self, wait: float) -> tuple[list[LocalFile], list[str]] | None:
+    def take(self, wait: float) -> Handover | None:
         try:
             item = self.ready.get(timeout=wait) if wait > 0 else self.ready.get_nowait()
         except queue.Empty:
-            return [], []
+            return Handover([], [])
         if item is _END:
             return None
-        return item  # type: ignore[return-value]
+        assert isinstance(item, Handover)
+        return item

@@ -146,7 +146,7 @@ class StoragePuts:
         as ``send`` tries them. ``on_ok`` is called as each one is stored."""
         outcomes: list[PutOutcome[LocalFile] | None] = [None] * len(entries)
         tries = [0] * len(entries)
-        self._put_rounds(root, entries, urls, _given(len(entries)), outcomes, tries, on_ok)
+        self._put_rounds(root, entries, urls, _given(len(entries)), outcomes, tries, on_ok, {})
         return _final(outcomes, entries)
 
     def put_stream(
@@ -163,19 +163,22 @@ class StoragePuts:
         outcomes: list[PutOutcome[LocalFile] | None] = []
         tries: list[int] = []
 
+        read_ahead: dict[int, FileBody] = {}
+
         def take(wait: float) -> list[int] | None:
             handed = feed.take(wait)
             if handed is None:
                 return None
-            files, their_urls = handed
             first = len(entries)
-            entries.extend(files)
-            urls.extend(their_urls)
-            outcomes.extend([None] * len(files))
-            tries.extend([0] * len(files))
+            entries.extend(handed.files)
+            urls.extend(handed.urls)
+            outcomes.extend([None] * len(handed.files))
+            tries.extend([0] * len(handed.files))
+            if handed.bodies is not None:
+                read_ahead.update(enumerate(handed.bodies, start=first))
             return list(range(first, len(entries)))
 
-        self._put_rounds(root, entries, urls, take, outcomes, tries, on_ok)
+        self._put_rounds(root, entries, urls, take, outcomes, tries, on_ok, read_ahead)
         return entries, urls, _final(outcomes, entries)
 
     def _put_rounds(
@@ -187,15 +190,16 @@ class StoragePuts:
         outcomes: list[PutOutcome[LocalFile] | None],
         tries: list[int],
         on_ok: Callable[[LocalFile], None],
+        read_ahead: dict[int, FileBody],
     ) -> None:
-        """The files ``take`` hands over, then rounds of those to try again after a wait."""
-        waits = self._put_round(root, entries, urls, take, outcomes, tries, on_ok)
+        """The files ``take`` hands over (bodies ``read_ahead`` by position are used once),
+        then rounds of those to try again after a wait."""
+        waits = self._put_round(root, entries, urls, take, outcomes, tries, on_ok, read_ahead)
         while waits:
             self.client.retries.add(len(waits))
             self.client.retry.sleep(max(waits.values()))
-            waits = self._put_round(
-                root, entries, urls, _given(list(waits)), outcomes, tries, on_ok
-            )
+            again = _given(list(waits))
+            waits = self._put_round(root, entries, urls, again, outcomes, tries, on_ok, {})
 
     def _put_round(
         self,
@@ -206,6 +210,7 @@ class StoragePuts:
         outcomes: list[PutOutcome[LocalFile] | None],
         tries: list[int],
         on_ok: Callable[[LocalFile], None],
+        read_ahead: dict[int, FileBody],
     ) -> dict[int, float]:
         """One try of the files ``take`` hands over (by position in ``entries``); returns
         those to try again, each with its wait."""
@@ -221,7 +226,7 @@ class StoragePuts:
                 transfers: list[Transfer] = []
                 for i in handed:
                     entry = entries[i]
-                    body = _file_body(root, entry)
+                    body = read_ahead.pop(i, None) or file_body(root, entry)
                     if isinstance(body, PutOutcome):
                         outcomes[i] = body
                         continue
@@ -287,12 +292,21 @@ class StoragePuts:
         return response
 
 
+@dataclass
+class Handover:
+    """Files, their upload URLs and, where read ahead, their bodies (``file_body``)."""
+
+    files: list[LocalFile]
+    urls: list[str]
+    bodies: list[FileBody] | None = None
+
+
 class FileFeed(Protocol):
     """Files and their upload URLs handed over while earlier ones are sent."""
 
-    def take(self, wait: float) -> tuple[list[LocalFile], list[str]] | None:
-        """The next files and URLs, waiting up to ``wait`` seconds for them (([], []) when
-        none came in that time); None when no more will come."""
+    def take(self, wait: float) -> Handover | None:
+        """The next files and URLs, waiting up to ``wait`` seconds for them (an empty
+        handover when none came in that time); None when no more will come."""
 
 
 def _given(todo: int | list[int]) -> Callable[[float], list[int] | None]:
@@ -325,14 +339,18 @@ def _retry_after(reply: Reply) -> float | None:
     return parse_retry_after(reply.headers.get("retry-after")) if reply.status else None
 
 
-def _file_body(root: Path, entry: LocalFile) -> bytes | HashingReader | PutOutcome[LocalFile]:
+FileBody = bytes | HashingReader | PutOutcome[LocalFile]
+
+
+def file_body(root: Path, entry: LocalFile) -> FileBody:
     """A local file's PUT body: read whole and checked against its hash when small, else a
     reader that hashes while it is sent; an outcome when it cannot be sent."""
     full = root / entry.path
     try:
         if entry.size > STREAM_THRESHOLD:
             return HashingReader(full, entry.size)
-        data = full.read_bytes()
+        with open(full, "rb", buffering=0) as file:  # no pathlib or buffer layers per file
+            data = file.readall()
     except FileNotFoundError:
         return PutOutcome(entry, PutStatus.CHANGED, "deleted")
     except OSError as error:
