@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import BinaryIO, Generic, Protocol, TypeVar
@@ -144,10 +144,10 @@ class StoragePuts:
         """PUT many local files at once (``jobs`` in flight, from this thread), each unless it
         no longer has the md5 it was hashed with (CHANGED); transient failures are tried again
         as ``send`` tries them. ``on_ok`` is called as each one is stored."""
-        outcomes: list[PutOutcome[LocalFile] | None] = [None] * len(entries)
-        tries = [0] * len(entries)
-        self._put_rounds(root, entries, urls, _given(len(entries)), outcomes, tries, on_ok, {})
-        return _final(outcomes, entries)
+        files = _Files(root, list(entries), list(urls), on_ok)
+        files.grow(len(entries))
+        self._put_rounds(files, _given(len(entries)))
+        return files.final()
 
     def put_stream(
         self,
@@ -158,62 +158,38 @@ class StoragePuts:
         """``put_files`` of files whose URLs arrive while the first ones are sent: ``feed``
         hands over ``(files, urls)`` as they come, and no PUT waits for the last of them.
         Returns every file handed over, its URL and its outcome, in the order handed over."""
-        entries: list[LocalFile] = []
-        urls: list[str] = []
-        outcomes: list[PutOutcome[LocalFile] | None] = []
-        tries: list[int] = []
-
-        read_ahead: dict[int, FileBody] = {}
+        files = _Files(root, [], [], on_ok)
 
         def take(wait: float) -> list[int] | None:
             handed = feed.take(wait)
             if handed is None:
                 return None
-            first = len(entries)
-            entries.extend(handed.files)
-            urls.extend(handed.urls)
-            outcomes.extend([None] * len(handed.files))
-            tries.extend([0] * len(handed.files))
+            first = len(files.entries)
+            files.entries.extend(handed.files)
+            files.urls.extend(handed.urls)
+            files.grow(len(handed.files))
             if handed.bodies is not None:
-                read_ahead.update(enumerate(handed.bodies, start=first))
-            return list(range(first, len(entries)))
+                files.read_ahead.update(enumerate(handed.bodies, start=first))
+            return list(range(first, len(files.entries)))
 
-        self._put_rounds(root, entries, urls, take, outcomes, tries, on_ok, read_ahead)
-        return entries, urls, _final(outcomes, entries)
+        self._put_rounds(files, take)
+        return files.entries, files.urls, files.final()
 
-    def _put_rounds(
-        self,
-        root: Path,
-        entries: Sequence[LocalFile],
-        urls: Sequence[str],
-        take: Callable[[float], list[int] | None],
-        outcomes: list[PutOutcome[LocalFile] | None],
-        tries: list[int],
-        on_ok: Callable[[LocalFile], None],
-        read_ahead: dict[int, FileBody],
-    ) -> None:
-        """The files ``take`` hands over (bodies ``read_ahead`` by position are used once),
-        then rounds of those to try again after a wait."""
-        waits = self._put_round(root, entries, urls, take, outcomes, tries, on_ok, read_ahead)
+    def _put_rounds(self, files: _Files, take: Callable[[float], list[int] | None]) -> None:
+        """The files ``take`` hands over, then rounds of those to try again after a wait."""
+        waits = self._put_round(files, take)
         while waits:
             self.client.retries.add(len(waits))
             self.client.retry.sleep(max(waits.values()))
-            again = _given(list(waits))
-            waits = self._put_round(root, entries, urls, again, outcomes, tries, on_ok, {})
+            waits = self._put_round(files, _given(list(waits)))
 
     def _put_round(
-        self,
-        root: Path,
-        entries: Sequence[LocalFile],
-        urls: Sequence[str],
-        take: Callable[[float], list[int] | None],
-        outcomes: list[PutOutcome[LocalFile] | None],
-        tries: list[int],
-        on_ok: Callable[[LocalFile], None],
-        read_ahead: dict[int, FileBody],
+        self, files: _Files, take: Callable[[float], list[int] | None]
     ) -> dict[int, float]:
-        """One try of the files ``take`` hands over (by position in ``entries``); returns
-        those to try again, each with its wait."""
+        """One try of the files ``take`` hands over (by position in ``files.entries``);
+        returns those to try again, each with its wait."""
+        root, entries, urls = files.root, files.entries, files.urls
+        outcomes, tries, on_ok = files.outcomes, files.tries, files.on_ok
         policy = self.client.retry
         sending: list[int] = []
         readers: dict[int, HashingReader] = {}
@@ -226,7 +202,7 @@ class StoragePuts:
                 transfers: list[Transfer] = []
                 for i in handed:
                     entry = entries[i]
-                    body = read_ahead.pop(i, None) or file_body(root, entry)
+                    body = files.read_ahead.pop(i, None) or file_body(root, entry)
                     if isinstance(body, PutOutcome):
                         outcomes[i] = body
                         continue
@@ -293,6 +269,31 @@ class StoragePuts:
 
 
 @dataclass
+class _Files:
+    """The files of one ``put_files``/``put_stream``, by position: their URLs, outcomes and
+    tries so far, and bodies read ahead (each used once)."""
+
+    root: Path
+    entries: list[LocalFile]
+    urls: list[str]
+    on_ok: Callable[[LocalFile], None]
+    outcomes: list[PutOutcome[LocalFile] | None] = field(default_factory=list)
+    tries: list[int] = field(default_factory=list)
+    read_ahead: dict[int, FileBody] = field(default_factory=dict)
+
+    def grow(self, count: int) -> None:
+        self.outcomes.extend([None] * count)
+        self.tries.extend([0] * count)
+
+    def final(self) -> list[PutOutcome[LocalFile]]:
+        """Each file's outcome; ABORTED for those never tried (the upload is abandoned)."""
+        return [
+            o if o is not None else PutOutcome(e, PutStatus.ABORTED)
+            for o, e in zip(self.outcomes, self.entries, strict=True)
+        ]
+
+
+@dataclass
 class Handover:
     """Files, their upload URLs and, where read ahead, their bodies (``file_body``)."""
 
@@ -319,16 +320,6 @@ def _given(todo: int | list[int]) -> Callable[[float], list[int] | None]:
         return handed
 
     return take
-
-
-def _final(
-    outcomes: list[PutOutcome[LocalFile] | None], entries: Sequence[LocalFile]
-) -> list[PutOutcome[LocalFile]]:
-    """Each file's outcome; ABORTED for those never tried (the upload is being abandoned)."""
-    return [
-        o if o is not None else PutOutcome(e, PutStatus.ABORTED)
-        for o, e in zip(outcomes, entries, strict=True)
-    ]
 
 
 def _put_headers(md5_hex: str) -> dict[str, str]:
