@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dandizarr.client.batch_session import BatchSession
 from dandizarr.client.errors import ClientError
-from dandizarr.client.producer import Produced
+from dandizarr.client.producer import Produced, get_unless_stopped, put_unless_stopped
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
 from dandizarr.client.storage_puts import (
@@ -271,21 +271,10 @@ class _GrowingBatch(threading.Thread):
         return left <= self.limits.files // 4 and files + left <= self.limits.most_files
 
     def _hand_over(self, item: object) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.ready.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return put_unless_stopped(self.ready, item, self.stop)
 
     def _next(self) -> Produced:
-        while not self.stop.is_set():
-            try:
-                return self.produced.get(timeout=0.1)
-            except queue.Empty:
-                continue
-        return None
+        return get_unless_stopped(self.produced, self.stop)
 
     def take(self, wait: float) -> Handover | None:
         try:

@@ -10,7 +10,7 @@ import queue
 import threading
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from checksums.local import md5_files
 from dandizarr.client.models import RemoteFile, ServiceInfo
@@ -24,6 +24,30 @@ if TYPE_CHECKING:
 
 # What the queue carries: a loose batch, a pack batch, None at the end, or the error.
 Produced: TypeAlias = list[LocalFile] | PackBatch | BaseException | None
+
+
+_T = TypeVar("_T")
+
+
+def put_unless_stopped(out: queue.Queue[_T], item: _T, stop: threading.Event) -> bool:
+    """``out.put(item)``, unless ``stop`` is set first (then False)."""
+    while not stop.is_set():
+        try:
+            out.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def get_unless_stopped(source: queue.Queue[_T], stop: threading.Event) -> _T | None:
+    """``source.get()``, unless ``stop`` is set first (then None)."""
+    while not stop.is_set():
+        try:
+            return source.get(timeout=0.1)
+        except queue.Empty:
+            continue
+    return None
 
 
 class BatchProducer:
@@ -47,13 +71,7 @@ class BatchProducer:
 
     def put(self, item: Produced) -> bool:
         """Queue an item, unless the upload stops first (then False)."""
-        while not self.stop.is_set():
-            try:
-                self.out.put(item, timeout=0.2)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return put_unless_stopped(self.out, item, self.stop)
 
     def run(self, listing: LocalListing, remote: dict[str, RemoteFile], info: ServiceInfo) -> None:
         """Hash the files of ``listing`` (its sizes and md5s are set as they are hashed) and

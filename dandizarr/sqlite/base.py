@@ -13,6 +13,7 @@ still meets SQLite's own lock and waits for it as before.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.db.backends.sqlite3 import base
@@ -51,20 +52,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if lock is not None:
             lock.release()
 
+    # Whichever way a transaction ends, the process's lock goes with it.
     def _commit(self) -> None:
-        try:
-            super()._commit()  # type: ignore[misc]  # private in the stubs
-        finally:
-            self._release_write_lock()
+        self._ending(super()._commit)  # type: ignore[misc]  # private in the stubs
 
     def _rollback(self) -> None:
-        try:
-            super()._rollback()  # type: ignore[misc]  # private in the stubs
-        finally:
-            self._release_write_lock()
+        self._ending(super()._rollback)  # type: ignore[misc]  # private in the stubs
 
     def _close(self) -> None:
+        self._ending(super()._close)  # type: ignore[misc]  # private in the stubs
+
+    def _ending(self, end: Callable[[], None]) -> None:
         try:
-            super()._close()  # type: ignore[misc]  # private in the stubs
+            end()
         finally:
             self._release_write_lock()

@@ -95,11 +95,11 @@ def open_batch_join(
 ) -> None:
     """Add ``files`` to the open upload ``batch`` of the locked ``archive``: a path it holds
     already takes the new md5 (a retried request, or a file changed since); the batch may hold
-    at most ``DANDIZARR_OPEN_BATCH_FILE_LIMIT`` files. The caller signs their URLs.
+    at most ``DANDIZARR_OPEN_BATCH_FILE_LIMIT`` files. The caller has checked that ``user``
+    may write to the archive, and signs their URLs.
 
     Reads only the rows of the paths asked for, the count and the batch's directories: a batch
     grows a request at a time, and reading and checking all of it each time was quadratic."""
-    require_writer(user, archive.dandiset)
     require_unfrozen(archive)
     require_not_converting(archive)
     paths = [f.path for f in files]

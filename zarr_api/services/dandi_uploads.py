@@ -80,6 +80,7 @@ def open_upload_add(
             batch.save(update_fields=["note"])
             batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files))
         else:
+            require_writer(user, archive.dandiset)
             _require_open_upload(archive, batch)
             open_batch_join(user=user, archive=archive, batch=batch, files=files)
         urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files])

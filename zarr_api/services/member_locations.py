@@ -27,15 +27,18 @@ class LocationChanges:
 
 
 def locations_apply(
-    archive: ZarrArchive, batch_ids: Sequence[int], in_tree_before: Collection[str] = ()
+    archive: ZarrArchive,
+    batch_ids: Sequence[int],
+    in_tree_before: Collection[str] = (),
+    *,
+    packing: bool,
 ) -> LocationChanges:
     """Point member rows at the batches' final state of each path. Called in the tree update's
     transaction with the TreeLock held, so it commits or rolls back with the batches' state.
     ``in_tree_before``: the batches' paths the tree held before (``paths_in_tree``)."""
     result = LocationChanges()
-    # A loose archive (no member, no pack batch) has no locations to move: its batches' rows,
-    # read once already by the update, are not read again.
-    packing = Batch.objects.filter(pk__in=batch_ids, kind=Batch.Kind.PACK).exists()
+    # A loose archive (no member, no pack batch among ``batch_ids``: ``packing``) has no
+    # locations to move: its batches' rows, read once already by the update, are not read again.
     if not packing and not ShardMember.objects.filter(archive=archive).exists():
         return result
     final: dict[str, tuple[int, int | None, int | None, str, int | None] | None] = {}

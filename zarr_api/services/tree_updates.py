@@ -60,7 +60,7 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
             packing = Batch.objects.filter(pk__in=batch_ids, kind=Batch.Kind.PACK).exists()
             in_tree = paths_in_tree(cached, changes) if packing else set()
             summary = apply_changes(cached, changes)
-            locations = locations_apply(archive, batch_ids, in_tree)
+            locations = locations_apply(archive, batch_ids, in_tree, packing=packing)
             if locations.packed:
                 packed = locations.packed
                 transaction.on_commit(lambda: stale_loose_copies_delete(archive_pk, packed))
