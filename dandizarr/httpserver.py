@@ -11,15 +11,18 @@ live service).
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import socket
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.core.servers.basehttp import ThreadedWSGIServer
 from gunicorn.app.base import BaseApplication
 
 from zarr_api.background import WORKER, start_periodic_tasks
+from zarr_api.storage import get_store
 
 # Requests served at once: uploads run many PUTs in parallel, and a batch's completion applies
 # it in the request (tasks run inline).
@@ -116,9 +119,23 @@ def limit_malloc_arenas() -> None:
 
 
 def _start_background_work(worker: Any) -> None:
-    """In the worker process (after the fork): the periodic sweeps Celery beat would send."""
+    """In the worker process (after the fork), before it serves: the store built and its
+    threads started (as ``dandizarr.wsgi`` does for gunicorn's workers), the Celery app's
+    tasks bound, the periodic sweeps Celery beat would send started, and what exists by then
+    frozen."""
+    get_store().warm_up()
     if settings.DANDIZARR_TASKS_IN_BACKGROUND:
+        current_app.finalize()  # binds every task: 20 ms the first tree update would wait
         start_periodic_tasks(settings.CELERY_BEAT_SCHEDULE)
+    freeze_startup_objects()
+
+
+def freeze_startup_objects() -> None:
+    """Leave the objects made at startup (modules, Django's and boto3's models: most of the
+    heap) out of the garbage collector's full passes, which walked all of them each time a
+    request or a tree update made many objects."""
+    gc.collect()
+    gc.freeze()
 
 
 def _finish_background_work(server: Any, worker: Any) -> None:

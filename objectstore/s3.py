@@ -289,6 +289,10 @@ class S3ObjectStore(ObjectStore):
             base, keys, credentials=credentials, region=self.region, expires_in=expires_in
         )
 
+    def warm_up(self) -> None:
+        super().warm_up()
+        self._signer()  # its first call asks botocore for the URL prefix: 50 ms of CPU
+
     def _signer(self) -> tuple[str, sigv4.Credentials]:
         """The object URL prefix and the credentials that sign for it."""
         base = self._presign_base

@@ -1,7 +1,9 @@
-"""``dandizarr serve`` keeps glibc's malloc to a couple of arenas, unless the operator chose."""
+"""``dandizarr serve`` keeps glibc's malloc to a couple of arenas, unless the operator chose,
+and leaves what its startup made out of the garbage collector's passes."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -41,3 +43,12 @@ def test_limiting_arenas_without_mallopt_does_nothing(monkeypatch: pytest.Monkey
     httpserver.limit_malloc_arenas()
     monkeypatch.setattr(httpserver.ctypes, "CDLL", lambda name: object())  # no mallopt
     httpserver.limit_malloc_arenas()
+
+
+def test_serve_freezes_what_startup_made() -> None:
+    gc.unfreeze()
+    try:
+        httpserver.freeze_startup_objects()
+        assert gc.get_freeze_count() > 1000  # the modules and models loaded by now
+    finally:
+        gc.unfreeze()

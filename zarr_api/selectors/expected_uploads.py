@@ -3,7 +3,10 @@ backend's storage endpoint accepts no other PUT), and its files as declared."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from django.db import connection
 
 from zarr_api.keys import split_upload_key
 from zarr_api.models import Batch, BatchFile, Shard
@@ -54,3 +57,26 @@ def declared_files(batch: Batch) -> list[DeclaredFile]:
     ``DANDIZARR_OPEN_BATCH_FILE_LIMIT`` of them, verified while the client waits."""
     rows = BatchFile.objects.filter(batch=batch).values_list("pk", "path", "md5", "size")
     return [DeclaredFile(*row) for row in rows.order_by()]
+
+
+# Paths per ``IN (...)`` of ``declared_at``: far below every backend's limit on parameters.
+PATHS_PER_LOOKUP = 1000
+
+
+def declared_at(batch: Batch, paths: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """``{path: (pk, md5)}`` of the batch's rows at ``paths`` (those it holds).
+
+    In SQL of its own: the ORM's ``path__in`` prepares every value through the field, which
+    cost an add of 500 files more CPU than the rest of the request."""
+    table = connection.ops.quote_name(BatchFile._meta.db_table)
+    found: dict[str, tuple[int, str]] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(paths), PATHS_PER_LOOKUP):
+            chunk = list(paths[start : start + PATHS_PER_LOOKUP])
+            marks = ", ".join(["%s"] * len(chunk))
+            cursor.execute(
+                f"SELECT id, path, md5 FROM {table} WHERE batch_id = %s AND path IN ({marks})",
+                [batch.pk, *chunk],
+            )
+            found.update((path, (pk, md5)) for pk, path, md5 in cursor.fetchall())
+    return found

@@ -15,6 +15,7 @@ from zarr_api.models import Batch, BatchFile, ZarrArchive
 from zarr_api.parsers.problems import Problem, invalid
 from zarr_api.permissions import Requester, recorded_user, require_writer
 from zarr_api.selectors.archive_contents import ArchiveSnapshot, archive_snapshot
+from zarr_api.selectors.expected_uploads import declared_at
 from zarr_api.services.archive_locks import (
     has_open_batch,
     lock_archive,
@@ -103,10 +104,7 @@ def open_batch_join(
     require_unfrozen(archive)
     require_not_converting(archive)
     paths = [f.path for f in files]
-    known = {
-        p: (pk, md5)
-        for pk, p, md5 in batch.files.filter(path__in=paths).values_list("pk", "path", "md5")
-    }
+    known = declared_at(batch, paths)
     added = sorted(set(paths) - known.keys())
     held = batch.files.count()
     limit = settings.DANDIZARR_OPEN_BATCH_FILE_LIMIT
@@ -122,7 +120,7 @@ def open_batch_join(
     held_directories = set(batch.directories)
     ancestors = {a for p in added for a in _ancestors(p)}
     clashing = {p for p in added if p in held_directories}
-    clashing |= set(batch.files.filter(path__in=sorted(ancestors)).values_list("path", flat=True))
+    clashing |= declared_at(batch, sorted(ancestors)).keys()
     if clashing:
         raise invalid(
             "paths",
