@@ -28,11 +28,13 @@ from pathlib import Path
 import requests
 
 from bench.s3_env import (
+    MachineCpu,
     RawPuts,
     S3Service,
     ServerShare,
     cpu_load,
     dandizarr_command,
+    machine_cpu,
     run_timed,
     s3_env,
     seaweedfs,
@@ -90,10 +92,13 @@ def local_files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
-def ceiling(s3: S3Service, src: Path, paths: list[str], prefix: str) -> float:
-    """files/s of raw presigned PUTs of the files (``bench.s3_env.RawPuts``)."""
-    started, ended = RawPuts.prepare(s3.endpoint_url, s3.bucket, src, paths, prefix).send(JOBS)
-    return len(paths) / (ended - started)
+def ceiling(s3: S3Service, src: Path, paths: list[str], prefix: str) -> tuple[float, MachineCpu]:
+    """files/s of raw presigned PUTs of the files (``bench.s3_env.RawPuts``), and the
+    machine's CPU meanwhile."""
+    puts = RawPuts.prepare(s3.endpoint_url, s3.bucket, src, paths, prefix)
+    with machine_cpu() as cpu:
+        started, ended = puts.send(JOBS)
+    return len(paths) / (ended - started), cpu[0]
 
 
 def new_dandiset(service: S3Service, name: str) -> str:
@@ -107,7 +112,9 @@ def new_dandiset(service: S3Service, name: str) -> str:
     return str(response.json()["identifier"])
 
 
-def dandizarr_upload(service: S3Service, src: Path, dandiset: str, name: str) -> float:
+def dandizarr_upload(
+    service: S3Service, src: Path, dandiset: str, name: str
+) -> tuple[float, MachineCpu]:
     argv = dandizarr_command(
         "upload",
         "--server",
@@ -125,7 +132,7 @@ def dandizarr_upload(service: S3Service, src: Path, dandiset: str, name: str) ->
         str(src),
     )
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with server_share(service) as share:
+    with server_share(service) as share, machine_cpu() as cpu:
         timed = run_timed(argv)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = json.loads(timed.output[timed.output.index("{") : timed.output.rindex("}") + 1])
@@ -138,7 +145,7 @@ def dandizarr_upload(service: S3Service, src: Path, dandiset: str, name: str) ->
         f"    its phases: {phases} (start/add/complete: the requests to the service; adds run "
         f"while PUTs do); {result.get('batches')} batches"
     )
-    return timed.seconds
+    return timed.seconds, cpu[0]
 
 
 def tool_upload(name: str, service: S3Service, src: Path, prefix: str, work: Path) -> float | None:
@@ -247,9 +254,32 @@ def print_share(label: str, wall: float, client_cpu: float, share: ServerShare) 
     )
 
 
-def one_round(number: int, work: Path, src: Path, files: list[str]) -> dict[str, float]:
+def print_cpu_bound(cpus: list[dict[str, MachineCpu]]) -> None:
+    """How far the machine's CPU alone lets a verified upload approach the ceiling: both
+    send the same PUTs, and the upload also reads and hashes the files, has them signed and
+    recorded, verifies them and updates the tree, on the cores storage runs on."""
+    ceiling_cpu = statistics.median(
+        (c["ceiling before"].busy + c["ceiling after"].busy) / 2 for c in cpus
+    )
+    ceiling_cores = statistics.median(
+        (c["ceiling before"].cores_busy + c["ceiling after"].cores_busy) / 2 for c in cpus
+    )
+    ours = statistics.median(c["dandizarr upload"].busy for c in cpus)
+    ours_cores = statistics.median(c["dandizarr upload"].cores_busy for c in cpus)
+    print(
+        f"  CPU: the ceiling's PUTs took {ceiling_cpu:.1f} CPU-s of the machine "
+        f"({ceiling_cores:.2f} cores busy), dandizarr upload {ours:.1f} CPU-s "
+        f"({ours_cores:.2f} cores busy): with as many cores busy as the ceiling kept, the "
+        f"CPU alone bounds the upload to {ceiling_cpu / ours:.0%} of the ceiling"
+    )
+
+
+def one_round(
+    number: int, work: Path, src: Path, files: list[str]
+) -> tuple[dict[str, float], dict[str, MachineCpu]]:
     count = len(files)
     rates: dict[str, float] = {}
+    cpu: dict[str, MachineCpu] = {}
     with (
         seaweedfs(work / "seaweedfs") as s3,
         service_on(s3, work / "service", f"bench-{number}") as service,
@@ -257,9 +287,12 @@ def one_round(number: int, work: Path, src: Path, files: list[str]) -> dict[str,
         # A new SeaweedFS allocates its volumes on the first writes: warm it up first, so the
         # figures compare uploads into the same warm server.
         ceiling(service, src, files, "warm-up")
-        rates["ceiling before"] = ceiling(service, src, files, "ceiling-before")
+        rates["ceiling before"], cpu["ceiling before"] = ceiling(
+            service, src, files, "ceiling-before"
+        )
         dandiset = new_dandiset(service, "bench")
-        rates["dandizarr upload"] = count / dandizarr_upload(service, src, dandiset, "a.zarr")
+        seconds, cpu["dandizarr upload"] = dandizarr_upload(service, src, dandiset, "a.zarr")
+        rates["dandizarr upload"] = count / seconds
         for name in ("s5cmd", "rclone", "aws"):
             seconds = tool_upload(name, service, src, f"tool-{name}", work)
             if seconds is not None:
@@ -267,10 +300,12 @@ def one_round(number: int, work: Path, src: Path, files: list[str]) -> dict[str,
         seconds = dandi_upload(service, src, work)
         if seconds is not None:
             rates["dandi upload"] = count / seconds
-        rates["ceiling after"] = ceiling(service, src, files, "ceiling-after")
+        rates["ceiling after"], cpu["ceiling after"] = ceiling(service, src, files, "ceiling-after")
     for label, rate in rates.items():
         print(f"  {label:>18}: {rate:7,.0f} files/s")
-    return rates
+    for label, used in cpu.items():
+        print(f"  the machine's CPU during {label}: {used.describe()}")
+    return rates, cpu
 
 
 def main() -> None:
@@ -286,11 +321,14 @@ def main() -> None:
             f"{JOBS} parallel PUTs; {cpu_load()}"
         )
         rounds = []
+        cpus: list[dict[str, MachineCpu]] = []
         for number in range(1, ROUNDS + 1):
             print(f"round {number}:")
             round_dir = work / f"round-{number}"
             round_dir.mkdir()
-            rounds.append(one_round(number, round_dir, src, files))
+            rates, cpu = one_round(number, round_dir, src, files)
+            rounds.append(rates)
+            cpus.append(cpu)
     print(f"after: {cpu_load()}")
     ours = statistics.median(r["dandizarr upload"] for r in rounds)
     ceiling_rate = statistics.median((r["ceiling before"] + r["ceiling after"]) / 2 for r in rounds)
@@ -300,6 +338,7 @@ def main() -> None:
         f"({ceiling_rate:,.0f}) ({'meets' if ratio >= TARGET_CEILING else 'MISSES'} the "
         f"{TARGET_CEILING:.0%} target)"
     )
+    print_cpu_bound(cpus)
     tools = {
         n: statistics.median(r[n] for r in rounds)
         for n in ("s5cmd", "rclone", "aws")

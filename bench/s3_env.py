@@ -221,6 +221,46 @@ def write_nested_files(root: Path, count: int, size: int, per_directory: int = 1
     return paths
 
 
+@dataclass
+class MachineCpu:
+    """What the whole machine's CPUs did during a span: wall seconds and busy CPU-seconds
+    (every process: the storage server, the service, the database, the clients)."""
+
+    wall: float
+    busy: float
+
+    @property
+    def cores_busy(self) -> float:
+        return self.busy / self.wall if self.wall else 0.0
+
+    def describe(self) -> str:
+        return (
+            f"{self.busy:.1f} CPU-s in {self.wall:.1f} s ({self.cores_busy:.2f} of "
+            f"{os.cpu_count()} cores busy)"
+        )
+
+
+def busy_cpu_seconds() -> float:
+    """The machine's busy CPU-seconds so far (``/proc/stat``: user to steal, not idle or
+    iowait), on a clock every process reads alike."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def machine_cpu() -> Iterator[list[MachineCpu]]:
+    """Measures the machine's CPU during the ``with`` block; the list holds the figure after.
+
+    On a machine whose cores the storage server, the service and the clients share, a
+    verified upload can be at most as fast as the ceiling's CPU-seconds allow: the ratio of
+    the ceiling's busy CPU-seconds to the upload's, at the same number of cores busy."""
+    busy = busy_cpu_seconds()
+    started = time.perf_counter()
+    result: list[MachineCpu] = []
+    yield result
+    result.append(MachineCpu(time.perf_counter() - started, busy_cpu_seconds() - busy))
+
+
 def cpu_load() -> str:
     """The machine's load averages and CPU count, for the figures' context."""
     one, five, fifteen = os.getloadavg()
