@@ -9,6 +9,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
 from pathlib import Path
 
 _CHUNK = 1 << 20
@@ -56,7 +57,7 @@ def _walk(directory: str, prefix: str, active: set[tuple[int, int]]) -> Iterator
 _buffers = threading.local()
 
 
-def _hash_file(path: Path) -> tuple[int, str]:
+def _hash_file(path: str | Path) -> tuple[int, str]:
     digest = hashlib.md5()
     size = 0
     # One buffer per hashing thread: allocating 1 MiB per file cost more than hashing a small one.
@@ -71,6 +72,26 @@ def _hash_file(path: Path) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
+# Files per task of the hashing threads: a future and a thread hand-off per small file cost
+# more than hashing it (10,000 files of 4 KiB took 0.21 s of CPU in 2 threads, 0.15 s in one).
+FILES_PER_TASK = 32
+
+
+def _groups(paths: Iterable[str], size: int) -> Iterator[list[str]]:
+    iterator = iter(paths)
+    while group := list(islice(iterator, size)):
+        yield group
+
+
+def _hash_group(base: str, group: list[str]) -> list[tuple[int, str]]:
+    return [_hash_file(os.path.join(base, path)) for path in group]
+
+
+def _named(group: list[str], hashed: list[tuple[int, str]]) -> Iterator[tuple[str, int, str]]:
+    for path, (size, md5) in zip(group, hashed, strict=True):
+        yield path, size, md5
+
+
 def md5_file(path: Path) -> str:
     return _hash_file(Path(path))[1]
 
@@ -80,26 +101,27 @@ def md5_files(
 ) -> Iterator[tuple[str, int, str]]:
     """(path, size, md5) for each relative path, in input order, hashed by ``jobs`` threads.
 
-    Streaming: at most ``4 * jobs`` files are in flight, whatever the length of ``paths``.
-    The size is the number of bytes hashed, so size and md5 always agree.
+    Streaming: at most ``4 * jobs`` tasks of ``FILES_PER_TASK`` files are in flight, whatever
+    the length of ``paths``. The size is the number of bytes hashed, so size and md5 always
+    agree.
     """
     jobs = max(1, jobs if jobs is not None else os.cpu_count() or 1)
-    base = Path(root)
+    base = os.fspath(root)
     if jobs == 1:
         for path in paths:
-            yield (path, *_hash_file(base / path))
+            yield (path, *_hash_file(os.path.join(base, path)))
         return
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="md5") as pool:
-        pending: deque[tuple[str, Future[tuple[int, str]]]] = deque()
+        pending: deque[tuple[list[str], Future[list[tuple[int, str]]]]] = deque()
         try:
-            for path in paths:
-                pending.append((path, pool.submit(_hash_file, base / path)))
+            for group in _groups(paths, FILES_PER_TASK):
+                pending.append((group, pool.submit(_hash_group, base, group)))
                 if len(pending) >= 4 * jobs:
-                    done_path, future = pending.popleft()
-                    yield (done_path, *future.result())
+                    done, future = pending.popleft()
+                    yield from _named(done, future.result())
             while pending:
-                done_path, future = pending.popleft()
-                yield (done_path, *future.result())
+                done, future = pending.popleft()
+                yield from _named(done, future.result())
         finally:
             for _, future in pending:  # abandoned early (error or consumer stopped)
                 future.cancel()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checksums import compute_tree
-from checksums.local import iter_local_files, md5_file, md5_files
+from checksums.local import FILES_PER_TASK, iter_local_files, md5_file, md5_files
 from tests.support.checksum_reference import reference_tree
 
 TREE = {
@@ -65,7 +65,9 @@ def test_not_a_directory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("jobs", [1, 2, 7])
 def test_md5_files_in_order(tmp_path: Path, jobs: int) -> None:
-    files = {f"f{i:03d}": os.urandom(i * 37) for i in range(60)}
+    # More files than the tasks in flight hold (4 * jobs tasks of FILES_PER_TASK files).
+    count = 4 * 7 * FILES_PER_TASK + 5
+    files = {f"f{i:04d}": os.urandom(i % 97 * 37) for i in range(count)}
     make_tree(tmp_path, files)
     order = sorted(files, reverse=True)  # any input order is kept
     result = list(md5_files(tmp_path, iter(order), jobs=jobs))
