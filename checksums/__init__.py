@@ -16,7 +16,8 @@ from checksums.listing import (
     is_md5,
     parse_directory_digest,
 )
-from checksums.tree import TreeSummary, UnsortedEntriesError, compute_tree
+from checksums.tree import TreeSummary, compute_tree
+from checksums.tree_directories import UnsortedEntriesError
 from checksums.update import ChecksumTree, FileState, MemoryChecksumTree, apply_changes
 
 __all__ = [
