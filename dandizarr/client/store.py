@@ -42,7 +42,7 @@ except ImportError as error:  # zarr is not a dependency of the service or the u
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype
 
-from dandizarr.client.api import make_session
+from dandizarr.client.api_connection import make_session
 from dandizarr.client.errors import ApiError, ClientError
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.store_reads import (
