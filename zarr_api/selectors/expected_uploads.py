@@ -66,8 +66,8 @@ PATHS_PER_LOOKUP = 1000
 def declared_at(batch: Batch, paths: Sequence[str]) -> dict[str, tuple[int, str]]:
     """``{path: (pk, md5)}`` of the batch's rows at ``paths`` (those it holds).
 
-    In SQL of its own: the ORM's ``path__in`` prepares every value through the field, which
-    cost an add of 500 files more CPU than the rest of the request."""
+    In SQL of its own: the ORM's ``path__in`` prepares every value through the field, twice
+    the CPU for the 500 paths of an add (1.5 ms against 0.7 on PostgreSQL)."""
     table = connection.ops.quote_name(BatchFile._meta.db_table)
     found: dict[str, tuple[int, str]] = {}
     with connection.cursor() as cursor:
