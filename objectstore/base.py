@@ -10,6 +10,7 @@ import abc
 import base64
 import binascii
 import builtins
+import contextlib
 import posixpath
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -186,9 +187,15 @@ class ObjectStore(abc.ABC):
         client waited for its checksum). For a service, before it serves."""
         if not self.remote or self.concurrency <= 1:
             return
-        started = threading.Barrier(self.concurrency)
-        # Each task waits for all the others, so the pool starts a thread for every one.
-        self._map_requests(lambda _: started.wait(timeout=30), range(self.concurrency))
+        started = threading.Barrier(self.concurrency, timeout=10)
+
+        def meet(_: int) -> None:
+            # Each task waits for all the others, so the pool starts a thread for every one.
+            # Best effort: a pool already busy elsewhere only starts fewer.
+            with contextlib.suppress(threading.BrokenBarrierError):
+                started.wait()
+
+        self._map_requests(meet, range(self.concurrency))
 
     @abc.abstractmethod
     def put(self, key: str, data: bytes, *, content_type: str | None = None) -> ObjectInfo:
