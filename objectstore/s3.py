@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from botocore.httpsession import URLLib3Session
 
-from objectstore import sigv4
+from objectstore import s3_puts, sigv4
 from objectstore.base import (
     DELETE_BATCH_SIZE,
     InvalidRange,
@@ -40,6 +41,13 @@ def _error_code(error: ClientError) -> str:
 
 def _status(error: ClientError) -> int:
     return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+def _http_session(client: S3Client) -> URLLib3Session:
+    """The client's HTTP session: its connection pool, and the TLS verification, proxies and
+    timeouts botocore resolved for it (arguments, config files, environment)."""
+    session: URLLib3Session = client._endpoint.http_session  # type: ignore[attr-defined]
+    return session
 
 
 class S3ObjectStore(ObjectStore):
@@ -78,7 +86,9 @@ class S3ObjectStore(ObjectStore):
             else self.client
         )
         self.region = region
+        # The object URL prefixes: of URLs handed to clients, and of requests sent from here.
         self._presign_base: str | None = None
+        self._request_base: str | None = None
 
     @staticmethod
     def _make_client(
@@ -93,7 +103,7 @@ class S3ObjectStore(ObjectStore):
             signature_version="s3v4",
             # Batch methods run ``concurrency`` requests at once; a smaller pool would queue them.
             max_pool_connections=max_pool_connections,
-            retries={"mode": "standard", "max_attempts": 5},
+            retries={"mode": "standard", "max_attempts": s3_puts.RETRIES},
             # Custom endpoints (MinIO, moto) have no per-bucket DNS names.
             s3={"addressing_style": "path" if endpoint_url else "auto"},
             # The newer default adds CRC32 checksum headers to uploads and presigned URLs, which
@@ -124,6 +134,30 @@ class S3ObjectStore(ObjectStore):
         except ClientError as error:
             raise ObjectStoreError(f"put {key}: {error}") from error
         return ObjectInfo(key=key, size=len(data), etag=strip_etag(response["ETag"]))
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """Concurrent PUTs of presigned URLs over the client's connections, without botocore's
+        per-call pipeline (``s3_puts``): less than half the CPU of a ``put`` each."""
+        http = _http_session(self.client)
+
+        def put_one(pair: tuple[str, bytes]) -> None:
+            key, data = pair
+            md5_hex = hashlib.md5(data, usedforsecurity=False).hexdigest()
+            content_md5 = content_md5_header(md5_hex)
+
+            def sign() -> str:
+                base, credentials = self._signer(requests=True)
+                return sigv4.presign_puts(
+                    base,
+                    [(key, content_md5)],
+                    credentials=credentials,
+                    region=self.region,
+                    expires_in=s3_puts.URL_EXPIRES_IN,
+                )[0]
+
+            s3_puts.put_object(http, sign, key, data, content_md5)
+
+        self._map_requests(put_one, builtins.list(items.items()))
 
     def delete_many(self, keys: Iterable[str]) -> None:
         iterator = iter(keys)
@@ -291,17 +325,26 @@ class S3ObjectStore(ObjectStore):
 
     def warm_up(self) -> None:
         super().warm_up()
-        self._signer()  # its first call asks botocore for the URL prefix: 50 ms of CPU
+        # Their first calls ask botocore for the URL prefixes: 50 ms of CPU.
+        self._signer()
+        self._signer(requests=True)
 
-    def _signer(self) -> tuple[str, sigv4.Credentials]:
-        """The object URL prefix and the credentials that sign for it."""
-        base = self._presign_base
+    def _signer(self, *, requests: bool = False) -> tuple[str, sigv4.Credentials]:
+        """The object URL prefix and the credentials that sign for it: of URLs handed to
+        clients (the presign endpoint), or with ``requests`` of requests sent from here (the
+        endpoint this process reaches storage at)."""
+        base = self._request_base if requests else self._presign_base
         if base is None:
+            client = self.client if requests else self.presign_client
             # The object URL prefix (endpoint, addressing style, bucket) as botocore builds it.
-            probe = self.presign_client.generate_presigned_url(
+            probe = client.generate_presigned_url(
                 "get_object", Params={"Bucket": self.bucket, "Key": "probe"}, ExpiresIn=60
             )
-            base = self._presign_base = probe.split("?", 1)[0][: -len("probe")]
+            base = probe.split("?", 1)[0][: -len("probe")]
+            if requests:
+                self._request_base = base
+            else:
+                self._presign_base = base
         # The session's credentials, which its clients sign with (refreshable ones refresh here).
         credentials = self._session.get_credentials()
         frozen = credentials.get_frozen_credentials() if credentials is not None else None

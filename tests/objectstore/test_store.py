@@ -315,10 +315,11 @@ def test_local_put_many_leaves_no_temporary_files(local_store: LocalObjectStore)
 
 def test_s3_warm_up_starts_the_request_pool_and_the_signer(s3_store: S3ObjectStore) -> None:
     assert s3_store._request_pool is None and s3_store._presign_base is None
+    assert s3_store._request_base is None
     s3_store.warm_up()
     pool = s3_store._request_pool
     assert pool is not None and len(pool._threads) == s3_store.concurrency
-    assert s3_store._presign_base is not None
+    assert s3_store._presign_base is not None and s3_store._request_base is not None
     # A batch run afterwards starts no thread of its own.
     s3_store.put_many({f"warm/{i}": b"x" for i in range(3 * s3_store.concurrency)})
     assert len(pool._threads) == s3_store.concurrency
