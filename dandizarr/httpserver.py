@@ -19,6 +19,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.core.servers.basehttp import ThreadedWSGIServer
+from django.urls import get_resolver
 from gunicorn.app.base import BaseApplication
 
 from zarr_api.background import WORKER, start_periodic_tasks
@@ -119,21 +120,27 @@ def limit_malloc_arenas() -> None:
 
 
 def _start_background_work(worker: Any) -> None:
-    """In the worker process (after the fork), before it serves: the store built and its
-    threads started (as ``dandizarr.wsgi`` does for gunicorn's workers), the Celery app's
-    tasks bound, the periodic sweeps Celery beat would send started, and what exists by then
-    frozen."""
-    get_store().warm_up()
+    """In the worker process (after the fork), before it serves: the Celery app's tasks
+    bound and the periodic sweeps Celery beat would send started, then the worker made
+    ready as gunicorn's are."""
     if settings.DANDIZARR_TASKS_IN_BACKGROUND:
         current_app.finalize()  # binds every task: 20 ms the first tree update would wait
         start_periodic_tasks(settings.CELERY_BEAT_SCHEDULE)
-    freeze_startup_objects()
+    prepare_web_worker()
 
 
-def freeze_startup_objects() -> None:
-    """Leave the objects made at startup (modules, Django's and boto3's models: most of the
-    heap) out of the garbage collector's full passes, which walked all of them each time a
-    request or a tree update made many objects."""
+def prepare_web_worker() -> None:
+    """What a web worker's first requests would otherwise wait for, done before it serves
+    (``dandizarr serve``'s worker and each of gunicorn's, ``dandizarr.wsgi``):
+    - the store built and its threads started (an S3 client loads boto3's service model and
+      endpoint rules);
+    - the URLconf imported, and every view with it (90 ms of the first request; with 4
+      gunicorn workers, the first request of each paid it);
+    - then what exists frozen: the objects made at startup (modules, Django's and boto3's
+      models: most of the heap) left out of the garbage collector's full passes, which walked
+      all of them each time a request or a tree update made many objects."""
+    get_store().warm_up()
+    get_resolver().url_patterns  # noqa: B018 (the property imports the URLconf)
     gc.collect()
     gc.freeze()
 

@@ -6,8 +6,7 @@ from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
 from dandizarr.embedded import require_shared_secret_key
-from dandizarr.httpserver import freeze_startup_objects
-from zarr_api.storage import get_store
+from dandizarr.httpserver import prepare_web_worker
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr.settings")
 
@@ -15,8 +14,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr.settings")
 # process verifies (and vice versa).
 require_shared_secret_key(settings.SECRET_KEY_SOURCE, "the web service (dandizarr.wsgi)")
 application = get_wsgi_application()
-# Each worker builds its store (an S3 client loads boto3's service model and endpoint rules:
-# about a second of CPU) and starts its threads before it serves, not while its first
-# requests wait.
-get_store().warm_up()
-freeze_startup_objects()
+# Each worker gets ready before it serves, not while its first requests wait.
+prepare_web_worker()

@@ -1,12 +1,14 @@
-"""``dandizarr serve`` keeps glibc's malloc to a couple of arenas, unless the operator chose,
-and leaves what its startup made out of the garbage collector's passes."""
+"""How a web worker starts: ``dandizarr serve`` keeps glibc's malloc to a couple of arenas,
+unless the operator chose; every web worker is prepared before it serves."""
 
 from __future__ import annotations
 
 import gc
+import sys
 from typing import Any
 
 import pytest
+from django.urls import clear_url_caches
 
 from dandizarr import httpserver
 
@@ -45,10 +47,15 @@ def test_limiting_arenas_without_mallopt_does_nothing(monkeypatch: pytest.Monkey
     httpserver.limit_malloc_arenas()
 
 
-def test_serve_freezes_what_startup_made() -> None:
+def test_a_web_worker_is_prepared_before_it_serves() -> None:
+    """The URLconf is imported and what exists by then frozen (the store's warm-up is
+    tests/objectstore's)."""
+    clear_url_caches()
+    sys.modules.pop("dandizarr.urls", None)
     gc.unfreeze()
     try:
-        httpserver.freeze_startup_objects()
+        httpserver.prepare_web_worker()
+        assert "dandizarr.urls" in sys.modules
         assert gc.get_freeze_count() > 1000  # the modules and models loaded by now
     finally:
         gc.unfreeze()
