@@ -3,7 +3,6 @@ against moto and SeaweedFS, and against a scripted server for the failures they 
 
 from __future__ import annotations
 
-import hashlib
 import socket
 from urllib.parse import parse_qs, urlsplit
 
@@ -21,12 +20,9 @@ from objectstore.s3_puts import (
     retry_delay,
 )
 from tests.support import seaweedfs as seaweedfs_credentials
+from tests.support.api import md5
 from tests.support.scripted_http import Reply, ScriptedServer
 from tests.support.seaweedfs import SeaweedS3
-
-
-def md5(data: bytes) -> str:
-    return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 def error_body(code: str, message: str) -> bytes:
