@@ -7,6 +7,8 @@ empty, ``.`` or ``..`` segment: any name is hashable. Storage adds its own limit
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from checksums.listing import ChecksumFormatError
 
 _BAD_SEGMENTS = frozenset({"", ".", ".."})
@@ -55,3 +57,15 @@ def ancestors(directory: str) -> list[str]:
         directory = parent(directory)
         result.append(directory)
     return result
+
+
+def directories_above(paths: Iterable[str]) -> set[str]:
+    """Every directory above any of ``paths``, the root left out: {"a", "a/b"} for "a/b/c".
+    A directory's chain upwards is walked once, however many of the paths it holds."""
+    found: set[str] = set()
+    for path in paths:
+        directory = parent(path)
+        while directory and directory not in found:
+            found.add(directory)
+            directory = parent(directory)
+    return found

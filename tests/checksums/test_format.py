@@ -20,6 +20,7 @@ from checksums import (
     encode_checksum_file,
     parse_directory_digest,
 )
+from checksums.paths import directories_above
 from tests.support.checksum_reference import reference_tree
 from tests.support.checksum_strategies import SETTINGS, md5s, sizes
 
@@ -293,3 +294,9 @@ def test_each_escaped_character_alone(name: str) -> None:
         encode_checksum_file(DirectoryListing({name: FileEntry(name, MD5_A, 1)}))
         == (reference_tree({name: (1, MD5_A)})[""][0])
     )
+
+
+def test_directories_above_every_path_without_the_root() -> None:
+    paths = ["a/b/c", "a/b/d", "a/x", "top", "e/f/g/h"]
+    assert directories_above(paths) == {"a", "a/b", "e", "e/f", "e/f/g"}
+    assert directories_above(iter(["top"])) == set()

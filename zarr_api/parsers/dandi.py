@@ -39,10 +39,11 @@ def parse_dandi_upload_files(data: object) -> list[FileDeclaration]:
     return [FileDeclaration(path, md5) for path, md5 in zip(paths, md5s, strict=True)]
 
 
-def signs_acl_not_md5(headers: Mapping[str, str]) -> bool:
-    """Whether the batch-flow request comes from a dandi-cli that PUTs with an ACL header and
-    no Content-MD5 (0.48 and older)."""
-    return bool(_ACL_CLIENT.match(headers.get("User-Agent", "")))
+def required_acl(headers: Mapping[str, str]) -> str:
+    """The ACL a batch-flow request's upload URLs require: ``BATCH_FLOW_ACL`` when it comes
+    from a dandi-cli that PUTs with that header and no Content-MD5 (0.48 and older), else none
+    (the URLs are bound to each file's md5)."""
+    return BATCH_FLOW_ACL if _ACL_CLIENT.match(headers.get("User-Agent", "")) else ""
 
 
 def parse_listing_prefix(prefix: str) -> str:

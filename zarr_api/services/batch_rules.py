@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from checksums.paths import directories_above, parent
 from zarr_api.declarations import FileDeclaration
 from zarr_api.exceptions import Conflict, NotFound, ValidationFailed
 from zarr_api.models import Batch, BatchFile, ZarrArchive
@@ -79,11 +80,7 @@ def open_batch_create(
                 kind=kind,
                 state=Batch.State.OPEN,
                 user=recorded_user(user),
-                directories=(
-                    sorted({a for p in paths for a in _ancestors(p)})
-                    if kind == Batch.Kind.UPLOAD
-                    else []
-                ),
+                directories=sorted(directories_above(paths)) if kind == Batch.Kind.UPLOAD else [],
             )
     except IntegrityError as error:  # the unique constraint caught a concurrent start
         raise Conflict(
@@ -118,7 +115,7 @@ def open_batch_join(
     # checked against the archive when it joined): files where it has directories, and
     # directories where it has files.
     held_directories = set(batch.directories)
-    ancestors = {a for p in added for a in _ancestors(p)}
+    ancestors = directories_above(added)
     clashing = {p for p in added if p in held_directories}
     clashing |= declared_at(batch, sorted(ancestors)).keys()
     if clashing:
@@ -139,22 +136,17 @@ def open_batch_join(
 def open_batch_directories_reset(batch: Batch) -> None:
     """Files left an open upload batch: its directories are those of the files it still holds."""
     paths = batch.files.values_list("path", flat=True)
-    batch.directories = sorted({a for p in paths for a in _ancestors(p)})
+    batch.directories = sorted(directories_above(paths))
     batch.save(update_fields=["directories"])
 
 
 def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot) -> None:
     """A file may not share its path with a directory, in the batch or in the archive."""
     batch = set(paths)
-    parents = {p.rpartition("/")[0] for p in batch}
-    ancestors: set[str] = set()  # every directory above a path of the batch (not the root)
-    for directory in parents:
-        while directory and directory not in ancestors:
-            ancestors.add(directory)
-            directory = directory.rpartition("/")[0]
+    ancestors = directories_above(batch)
     # Every .checksum the checks below read, in one read_many (in parallel, what the cache
     # lacks), not one GET after another as each check meets a new directory.
-    snapshot.load(parents | {a.rpartition("/")[0] for a in ancestors})
+    snapshot.load({parent(p) for p in batch} | {parent(a) for a in ancestors})
     problems: list[Problem] = []
     for path in paths:
         if path in ancestors:
@@ -170,11 +162,6 @@ def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot
             )
     if problems:
         raise invalid("paths", problems)
-
-
-def _ancestors(path: str) -> list[str]:
-    parts = path.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def open_batch_find(archive: ZarrArchive) -> Batch | None:

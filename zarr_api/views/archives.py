@@ -3,6 +3,7 @@ and conversion into shards."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import QuerySet
@@ -14,7 +15,7 @@ from rest_framework.views import APIView
 
 from zarr_api.exceptions import NotFound, ValidationFailed
 from zarr_api.models import Batch, ZarrArchive
-from zarr_api.parsers.dandi import BATCH_FLOW_ACL, signs_acl_not_md5
+from zarr_api.parsers.dandi import required_acl
 from zarr_api.parsers.pack_batch import parse_pack_batch
 from zarr_api.parsers.upload_batch import parse_upload_files
 from zarr_api.permissions import require_writer
@@ -27,6 +28,7 @@ from zarr_api.selectors.lookups import (
     parse_row_id,
 )
 from zarr_api.serializers import ArchiveCreateSerializer, ArchiveSerializer, BatchSerializer
+from zarr_api.services.batch_rules import UploadTarget
 from zarr_api.services.conversion import archive_conversion_start
 from zarr_api.services.dandisets import archive_create
 from zarr_api.services.pack_batches import pack_batch_start
@@ -109,14 +111,23 @@ class UploadView(APIView):
                     "shards": [{"name": t.path, "upload_url": t.upload_url} for t in pack.shards],
                 }
             )
-        files = parse_upload_files(request.data)
-        acl = BATCH_FLOW_ACL if signs_acl_not_md5(request.headers) else ""
-        targets = batch_start(user=request.user, archive=archive, files=files, acl=acl)
-        return Response([{"path": t.path, "upload_url": t.upload_url} for t in targets])
+        targets = batch_start(
+            user=request.user,
+            archive=archive,
+            files=parse_upload_files(request.data),
+            acl=required_acl(request.headers),
+        )
+        return _targets_response(targets)
 
     def delete(self, request: Request, zarr_id: str) -> Response:
         batch_cancel(user=request.user, archive=archive_get(zarr_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _targets_response(targets: Sequence[UploadTarget]) -> Response:
+    """A loose batch's files and the URLs to PUT them to, as ``upload/`` and ``upload/add/``
+    return them."""
+    return Response([{"path": t.path, "upload_url": t.upload_url} for t in targets])
 
 
 class UploadAddView(APIView):
@@ -129,10 +140,13 @@ class UploadAddView(APIView):
     def post(self, request: Request, zarr_id: str) -> Response:
         archive = archive_get(zarr_id)
         require_writer(request.user, archive.dandiset)  # before the body is read
-        files = parse_upload_files(request.data)
-        acl = BATCH_FLOW_ACL if signs_acl_not_md5(request.headers) else ""
-        targets = batch_files_add(user=request.user, archive=archive, files=files, acl=acl)
-        return Response([{"path": t.path, "upload_url": t.upload_url} for t in targets])
+        targets = batch_files_add(
+            user=request.user,
+            archive=archive,
+            files=parse_upload_files(request.data),
+            acl=required_acl(request.headers),
+        )
+        return _targets_response(targets)
 
 
 class UploadCompleteView(APIView):
