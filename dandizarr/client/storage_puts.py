@@ -202,7 +202,9 @@ class StoragePuts:
                 transfers: list[Transfer] = []
                 for i in handed:
                     entry = entries[i]
-                    body = files.read_ahead.pop(i, None) or file_body(root, entry)
+                    body = files.read_ahead.pop(i, None)
+                    if body is None:  # not read ahead (an empty file's b"" was)
+                        body = file_body(root, entry)
                     if isinstance(body, PutOutcome):
                         outcomes[i] = body
                         continue
