@@ -4,7 +4,7 @@ and conversion into shards."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -13,12 +13,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from zarr_api.declarations import FileDeclaration
 from zarr_api.exceptions import NotFound, ValidationFailed
 from zarr_api.models import Batch, ZarrArchive
 from zarr_api.parsers.dandi import required_acl
 from zarr_api.parsers.pack_batch import parse_pack_batch
 from zarr_api.parsers.upload_batch import parse_upload_files
-from zarr_api.permissions import require_writer
+from zarr_api.permissions import Requester, require_writer
 from zarr_api.selectors.lookups import (
     annotated_archive_get,
     archive_get,
@@ -111,22 +112,35 @@ class UploadView(APIView):
                     "shards": [{"name": t.path, "upload_url": t.upload_url} for t in pack.shards],
                 }
             )
-        targets = batch_start(
-            user=request.user,
-            archive=archive,
-            files=parse_upload_files(request.data),
-            acl=required_acl(request.headers),
-        )
-        return _targets_response(targets)
+        return _loose_files_request(batch_start, request, archive)
 
     def delete(self, request: Request, zarr_id: str) -> Response:
         batch_cancel(user=request.user, archive=archive_get(zarr_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-def _targets_response(targets: Sequence[UploadTarget]) -> Response:
-    """A loose batch's files and the URLs to PUT them to, as ``upload/`` and ``upload/add/``
-    return them."""
+class LooseFilesService(Protocol):
+    def __call__(
+        self,
+        *,
+        user: Requester,
+        archive: ZarrArchive,
+        files: Sequence[FileDeclaration],
+        acl: str = "",
+    ) -> list[UploadTarget]: ...
+
+
+def _loose_files_request(
+    service: LooseFilesService, request: Request, archive: ZarrArchive
+) -> Response:
+    """``upload/`` and ``upload/add/`` with a list of files: the files and the ACL their URLs
+    require parsed, ``service`` called, and each file's URL returned."""
+    targets = service(
+        user=request.user,
+        archive=archive,
+        files=parse_upload_files(request.data),
+        acl=required_acl(request.headers),
+    )
     return Response([{"path": t.path, "upload_url": t.upload_url} for t in targets])
 
 
@@ -140,13 +154,7 @@ class UploadAddView(APIView):
     def post(self, request: Request, zarr_id: str) -> Response:
         archive = archive_get(zarr_id)
         require_writer(request.user, archive.dandiset)  # before the body is read
-        targets = batch_files_add(
-            user=request.user,
-            archive=archive,
-            files=parse_upload_files(request.data),
-            acl=required_acl(request.headers),
-        )
-        return _targets_response(targets)
+        return _loose_files_request(batch_files_add, request, archive)
 
 
 class UploadCompleteView(APIView):
