@@ -83,6 +83,14 @@ _LOOPBACK = ["127.0.0.1", "localhost", "[::1]", "::1"]
 _DEFAULT_HOSTS = {HOST, urlsplit(PUBLIC_URL).hostname or HOST} - {"0.0.0.0", "::", ""}
 if HOST in _LOOPBACK:
     _DEFAULT_HOSTS.update(_LOOPBACK)
+# Optional: a separate origin for user bytes (like GitHub's raw host), e.g.
+# https://usercontent.example.org, routed to this service. Storage URLs of the local backend
+# then point there, and that host serves nothing but them (dandizarr.user_content_host).
+# Unset, user bytes come from the service's own origin, made inert by their headers.
+USER_CONTENT_URL = (env("DANDIZARR_USER_CONTENT_URL") or "").rstrip("/")
+USER_CONTENT_HOST = urlsplit(USER_CONTENT_URL).hostname or ""
+if USER_CONTENT_HOST:
+    _DEFAULT_HOSTS.add(USER_CONTENT_HOST)
 ALLOWED_HOSTS = env_list("DANDIZARR_ALLOWED_HOSTS", ",".join(sorted(_DEFAULT_HOSTS)))
 CSRF_TRUSTED_ORIGINS = env_list(
     "DANDIZARR_CSRF_TRUSTED_ORIGINS", f"{PUBLIC_URL},http://127.0.0.1,http://localhost"
@@ -100,6 +108,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "dandizarr.apps.DandizarrConfig",
     "drf_spectacular_sidecar",
+    "csp",
     "zarr_api",
 ]
 
@@ -111,7 +120,43 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
+if USER_CONTENT_HOST:
+    MIDDLEWARE.insert(0, "dandizarr.user_content_host.UserContentHostMiddleware")
+
+# --- Browser security ------------------------------------------------------------------------
+# The pages: scripts, styles and images from this origin only (no inline script or style), no
+# plugins, never framed. Responses that carry user bytes set their own, stricter policy
+# (objectstore.user_bytes: sandbox; default-src 'none'), which the middleware leaves alone.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# Served over HTTPS (the public URL says so): cookies only over TLS, and browsers told to
+# come back over TLS only. Behind a TLS proxy, DANDIZARR_TLS_PROXY=1 trusts its
+# X-Forwarded-Proto (only then: a client could send that header itself).
+HTTPS = PUBLIC_URL.startswith("https://")
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = env_int("DANDIZARR_HSTS_SECONDS", 31536000 if HTTPS else 0)
+if env_bool("DANDIZARR_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 ROOT_URLCONF = "dandizarr.urls"
 WSGI_APPLICATION = "dandizarr.wsgi.application"

@@ -28,6 +28,13 @@ from objectstore.base import (
     validate_range,
 )
 from objectstore.s3_listing import use_fast_listing
+from objectstore.user_bytes import S3_GET_OVERRIDES
+
+# botocore's names of S3_GET_OVERRIDES (get_object's parameters).
+GET_OVERRIDE_PARAMS = {
+    "ResponseContentDisposition": S3_GET_OVERRIDES["response-content-disposition"],
+    "ResponseContentType": S3_GET_OVERRIDES["response-content-type"],
+}
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -320,7 +327,12 @@ class S3ObjectStore(ObjectStore):
         """GET URLs signed as ``presigned_put_urls`` signs (botocore's URLs byte for byte)."""
         base, credentials = self._signer()
         return sigv4.presign_gets(
-            base, keys, credentials=credentials, region=self.region, expires_in=expires_in
+            base,
+            keys,
+            credentials=credentials,
+            region=self.region,
+            expires_in=expires_in,
+            query=S3_GET_OVERRIDES,
         )
 
     def warm_up(self) -> None:
@@ -355,7 +367,7 @@ class S3ObjectStore(ObjectStore):
     def presigned_get_url(self, key: str, *, expires_in: int) -> str:
         return self.presign_client.generate_presigned_url(
             "get_object",
-            Params={"Bucket": self.bucket, "Key": key},
+            Params={"Bucket": self.bucket, "Key": key, **GET_OVERRIDE_PARAMS},
             ExpiresIn=expires_in,
             HttpMethod="GET",
         )

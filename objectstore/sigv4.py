@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
@@ -105,8 +105,11 @@ def presign_gets(
     credentials: Credentials,
     region: str,
     expires_in: int,
+    query: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """Presigned GET URLs (any ``Range`` header allowed) of ``keys``, as ``presign_puts``."""
+    """Presigned GET URLs (any ``Range`` header allowed) of ``keys``, as ``presign_puts``;
+    ``query`` is signed into each (S3's ``response-*`` header overrides), before SigV4's own
+    parameters as botocore orders them."""
     return _presign(
         "GET",
         object_base_url,
@@ -115,6 +118,7 @@ def presign_gets(
         credentials=credentials,
         region=region,
         expires_in=expires_in,
+        query=query,
     )
 
 
@@ -127,9 +131,11 @@ def _presign(
     credentials: Credentials,
     region: str,
     expires_in: int,
+    query: Mapping[str, str] | None = None,
 ) -> list[str]:
     """``method`` URLs of ``(key, {header: value})`` pairs, one signing key for all;
-    ``signed_headers`` names those headers and ``host`` in SigV4's sorted, ``;``-joined form."""
+    ``signed_headers`` names those headers and ``host`` in SigV4's sorted, ``;``-joined form;
+    ``query`` adds parameters of the request itself (signed like the rest)."""
     if expires_in <= 0:
         raise ValueError(f"expires_in must be positive, got {expires_in}")
     timestamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -143,6 +149,7 @@ def _presign(
     host = host_header(object_base_url)
     base_path = parts.path
     params = {
+        **(query or {}),
         "X-Amz-Algorithm": ALGORITHM,
         "X-Amz-Credential": f"{credentials.access_key}/{scope}",
         "X-Amz-Date": timestamp,
@@ -153,7 +160,7 @@ def _presign(
         params["X-Amz-Security-Token"] = credentials.token
     # The URL keeps botocore's parameter order; the canonical form sorts them.
     encoded = [(_encode(k), _encode(v)) for k, v in params.items()]
-    query = "&".join(f"{k}={v}" for k, v in encoded)
+    url_query = "&".join(f"{k}={v}" for k, v in encoded)
     canonical_query = "&".join(f"{k}={v}" for k, v in sorted(encoded))
     string_to_sign_head = f"{ALGORITHM}\n{timestamp}\n{scope}\n"
     urls = []
@@ -171,5 +178,7 @@ def _presign(
         signature = hmac.new(
             signing_key, (string_to_sign_head + digest).encode(), hashlib.sha256
         ).hexdigest()
-        urls.append(f"{parts.scheme}://{parts.netloc}{path}?{query}&X-Amz-Signature={signature}")
+        urls.append(
+            f"{parts.scheme}://{parts.netloc}{path}?{url_query}&X-Amz-Signature={signature}"
+        )
     return urls

@@ -19,6 +19,7 @@ from objectstore import ObjectNotFound, ObjectStoreError
 from objectstore.base import md5_hex_from_content_md5
 from objectstore.local import BadDigest, InvalidKey, LocalObjectStore
 from objectstore.signing import Verdict, Verified
+from objectstore.user_bytes import BYTES_TYPE, user_bytes_headers
 from zarr_api.byte_ranges import Unsatisfiable, parse_range
 from zarr_api.selectors.expected_uploads import upload_expected
 from zarr_api.services.upload_admission import expected_upload_store
@@ -178,7 +179,8 @@ def _get(request: HttpRequest, store: LocalObjectStore, key: str) -> HttpRespons
     if verified.md5_hex:
         return s3_error(403, "SignatureDoesNotMatch", "this URL is for uploads", key)
     try:
-        handle, info, content_type = store.open_object(key)
+        # The type the uploader sent is not used: user_bytes_headers chooses it.
+        handle, info, _ = store.open_object(key)
     except ObjectNotFound:
         return s3_error(404, "NoSuchKey", "The specified key does not exist.", key)
     try:
@@ -188,22 +190,21 @@ def _get(request: HttpRequest, store: LocalObjectStore, key: str) -> HttpRespons
         response = s3_error(416, "InvalidRange", "The requested range is not satisfiable", key)
         response["Content-Range"] = f"bytes */{info.size}"
         return response
-    content_type = content_type or "application/octet-stream"
     streamed: FileResponse
     if byte_range is None:
-        streamed = FileResponse(handle, content_type=content_type)
+        streamed = FileResponse(handle)
         streamed["Content-Length"] = str(info.size)
     else:
         begin, stop = byte_range
         handle.seek(begin)
-        streamed = FileResponse(
-            _BoundedReader(handle, stop - begin), status=206, content_type=content_type
-        )
+        streamed = FileResponse(_BoundedReader(handle, stop - begin), status=206)
         streamed["Content-Length"] = str(stop - begin)
         streamed["Content-Range"] = f"bytes {begin}-{stop - 1}/{info.size}"
-    # The file name is the key's; it is not a download with a name.
-    if "Content-Disposition" in streamed:
-        del streamed["Content-Disposition"]
+    # A storage URL is what a download link opens: saved, never shown (S3's presigned GETs
+    # carry the same type and disposition, objectstore.user_bytes).
+    for name, value in user_bytes_headers(key, attachment=True).items():
+        streamed[name] = value
+    streamed["Content-Type"] = BYTES_TYPE
     streamed["ETag"] = f'"{info.etag}"'
     streamed["Accept-Ranges"] = "bytes"
     return streamed

@@ -28,6 +28,7 @@ _STORE_SETTINGS = frozenset(
         "DANDIZARR_STORAGE_CONCURRENCY",
         "SECRET_KEY",
         "PUBLIC_URL",
+        "USER_CONTENT_URL",
     }
 )
 
@@ -54,7 +55,8 @@ def build_store() -> ObjectStore:
     if settings.DANDIZARR_STORAGE == "local":
         return LocalObjectStore(
             settings.DANDIZARR_LOCAL_STORAGE_DIR,
-            public_url=settings.PUBLIC_URL,
+            # The user-content origin, when the deployment has one (settings).
+            public_url=settings.USER_CONTENT_URL or settings.PUBLIC_URL,
             secret_key=settings.SECRET_KEY,
         )
     raise ValueError(f"unknown DANDIZARR_STORAGE {settings.DANDIZARR_STORAGE!r}")

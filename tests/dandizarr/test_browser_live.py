@@ -12,81 +12,18 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-import shutil
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
-import pytest
 import requests
 import zarr
 from PIL import Image
 
 from dandizarr.client import DandizarrClient
+from tests.support.browser import LOCAL_HOSTS, SCREENSHOT_DIR, wait_until
 from tests.support.processes import serve_process
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-SCREENSHOT_DIR = Path(
-    os.environ.get("DANDIZARR_SCREENSHOT_DIR") or tempfile.mkdtemp(prefix="dandizarr-shots-")
-)
-LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-
-
-def _need_browser() -> None:
-    if CHROMIUM and CHROMEDRIVER:
-        return
-    message = (
-        "the browser test needs Debian's chromium and chromium-driver "
-        "(apt-get install -y chromium chromium-driver); .ci/run installs them"
-    )
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    _need_browser()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for argument in [
-        "--headless=new",
-        "--no-sandbox",  # root in CI
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1200,1500",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-default-apps",
-        "--disable-sync",
-    ]:
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    downloads = tmp_path / "downloads"
-    downloads.mkdir()
-    options.add_experimental_option(
-        "prefs",
-        {"download.default_directory": str(downloads), "download.prompt_for_download": False},
-    )
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.execute_cdp_cmd(
-        "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)}
-    )
-    driver.downloads = downloads
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def scan(root: Path) -> np.ndarray:
@@ -108,16 +45,6 @@ def scan(root: Path) -> np.ndarray:
 def is_local(url: str) -> bool:
     parsed = urlparse(url)
     return parsed.scheme in ("data", "blob") or parsed.hostname in LOCAL_HOSTS
-
-
-def wait_until(condition: Any, what: str, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_person_finds_browses_sees_and_downloads_an_archive(tmp_path: Path, browser: Any) -> None:

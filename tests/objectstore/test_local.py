@@ -162,10 +162,19 @@ def test_other_methods_are_refused(local_store: LocalObjectStore) -> None:
     assert local_store.get("k") == b"x"
 
 
-def test_get_serves_content_type_given_at_put(local_store: LocalObjectStore) -> None:
-    local_store.put("doc.json", b"{}", content_type="application/json")
-    response = requests.get(local_store.presigned_get_url("doc.json", expires_in=60), timeout=30)
-    assert response.headers["Content-Type"] == "application/json"
+@pytest.mark.parametrize("uploaded_type", ["text/html", "image/svg+xml", None])
+def test_get_never_serves_the_uploaders_content_type(
+    local_store: LocalObjectStore, uploaded_type: str | None
+) -> None:
+    """A storage URL is what a download link opens: whatever type the uploader sent, the bytes
+    come back as an inert attachment (the S3 URLs say the same, test_user_bytes.py)."""
+    local_store.put("evil.html", b"<script>alert(1)</script>", content_type=uploaded_type)
+    response = requests.get(local_store.presigned_get_url("evil.html", expires_in=60), timeout=30)
+    assert response.content == b"<script>alert(1)</script>"
+    assert response.headers["Content-Type"] == "application/octet-stream"
+    assert response.headers["Content-Disposition"] == "attachment"
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["Content-Security-Policy"] == "sandbox; default-src 'none'"
     assert response.headers["Accept-Ranges"] == "bytes"
 
 

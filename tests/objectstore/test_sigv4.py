@@ -16,7 +16,7 @@ from botocore.utils import percent_encode
 
 from objectstore import sigv4
 from objectstore.base import content_md5_header
-from objectstore.s3 import S3ObjectStore
+from objectstore.s3 import GET_OVERRIDE_PARAMS, S3ObjectStore
 
 KEYS = ["zarr/abc/0/1", "zarr/x y/\u00e9+%~!*'()/\U0001f600", "a//b", "k?x=1#f", ".checksum"]
 
@@ -104,7 +104,9 @@ def test_s3_presigned_get_urls_are_botocores_byte_for_byte(
         ours = store.presigned_get_urls(KEYS, expires_in=600)
         reference = [
             store.presign_client.generate_presigned_url(
-                "get_object", Params={"Bucket": store.bucket, "Key": key}, ExpiresIn=600
+                "get_object",
+                Params={"Bucket": store.bucket, "Key": key, **GET_OVERRIDE_PARAMS},
+                ExpiresIn=600,
             )
             for key in KEYS
         ]

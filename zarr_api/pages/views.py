@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModif
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from objectstore.user_bytes import INERT_HEADERS
 from zarr_api.exceptions import NotFound
 from zarr_api.pages import preview, reads
 from zarr_api.paths import directory_problem
@@ -123,8 +124,10 @@ def preview_png(request: HttpRequest, zarr_id: str) -> HttpResponse:
     try:
         png = reads.preview_png(archive, array_path)
     except ValueError as error:  # Unsupported, or chunks the codecs cannot decode
-        return HttpResponse(f"no preview: {error}", status=404, content_type="text/plain")
-    response = HttpResponse(png, content_type="image/png")
+        return HttpResponse(
+            f"no preview: {error}", status=404, content_type="text/plain", headers=INERT_HEADERS
+        )
+    response = HttpResponse(png, content_type="image/png", headers=INERT_HEADERS)
     response["ETag"] = etag
     response["Cache-Control"] = "no-cache"
     return response

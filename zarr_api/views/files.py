@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from objectstore.user_bytes import BYTES_TYPE, user_bytes_headers
 from zarr_api.exceptions import NotFound, ValidationFailed
 from zarr_api.models import ZarrArchive
 from zarr_api.parsers.upload_batch import parse_deleted_paths
@@ -45,10 +46,12 @@ def file_download(
     """A file's bytes: a redirect to a loose file's URL, a packed file's bytes streamed."""
     location = member_location(archive, node.path)
     if location is None:
+        # The storage URL's reply is labelled as below (objectstore.user_bytes).
         return HttpResponseRedirect(download_url(archive.storage_prefix + node.path))
     response = StreamingHttpResponse(
-        iter_member_bytes(location), content_type="application/octet-stream"
+        iter_member_bytes(location), headers=user_bytes_headers(node.path, attachment=True)
     )
+    response["Content-Type"] = BYTES_TYPE
     response["Content-Length"] = str(location.length)
     return response
 

@@ -27,6 +27,7 @@ from rest_framework.views import APIView
 
 from objectstore import ObjectNotFound
 from objectstore.base import strip_etag
+from objectstore.user_bytes import BYTES_TYPE, INERT_HEADERS, content_type, user_bytes_headers
 from zarr_api.byte_ranges import Unsatisfiable, parse_range
 from zarr_api.exceptions import DomainError, NotFound, ValidationFailed
 from zarr_api.models import ZarrArchive
@@ -41,7 +42,6 @@ from zarr_api.views import listing_pages as listing
 METHODS = "GET, HEAD, OPTIONS"
 _EXPOSED = "Accept-Ranges, Content-Length, Content-Range, ETag, Last-Modified"
 _REQUEST_HEADERS = "Range, If-Match, If-None-Match, If-Range, If-Modified-Since, Cache-Control"
-_JSON_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"})
 
 View = Callable[..., HttpResponseBase]
 
@@ -71,6 +71,9 @@ def read_only(view: View) -> View:
                 )
         response["Access-Control-Allow-Origin"] = "*"
         response["Access-Control-Expose-Headers"] = _EXPOSED
+        # Everything here is an uploader's bytes or made from them (names in listings).
+        for name, value in INERT_HEADERS.items():
+            response[name] = value
         return response
 
     # Nothing here writes: a POST is a 405, not a CSRF failure.
@@ -117,15 +120,12 @@ def _file(request: HttpRequest, archive: ZarrArchive, path: str) -> HttpResponse
         status = 206
         headers["Content-Range"] = f"bytes {begin}-{stop - 1}/{stored.size}"
     headers["Content-Length"] = str(stop - begin)
-    name = path.rsplit("/", 1)[-1]
-    content_type = "application/json" if name in _JSON_NAMES else "application/octet-stream"
+    # A link in a listing opens a file: metadata is shown (inert JSON), anything else saved.
+    headers.update(user_bytes_headers(path, attachment=content_type(path) == BYTES_TYPE))
     if request.method == "HEAD":
-        return HttpResponse(status=status, headers=headers, content_type=content_type)
+        return HttpResponse(status=status, headers=headers)
     return StreamingHttpResponse(
-        _read(archive, path, stored, begin, stop),
-        status=status,
-        headers=headers,
-        content_type=content_type,
+        _read(archive, path, stored, begin, stop), status=status, headers=headers
     )
 
 
@@ -193,6 +193,8 @@ class ManifestView(APIView):
             archive, prefix, expires_in=expires_in, refresh_url=request.build_absolute_uri()
         )
         response = StreamingHttpResponse(found.chunks, content_type="application/json")
+        for name, value in INERT_HEADERS.items():
+            response[name] = value
         if found.expires is not None:
             response["X-Dandizarr-Expires"] = http_date(found.expires.timestamp())
         return response

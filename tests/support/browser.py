@@ -1,0 +1,84 @@
+"""Headless Chromium for the browser tests (Debian's chromium and chromium-driver).
+
+Skipped (with the reason shown by -ra) when missing on a developer's machine, failed under
+CI=true, where .ci/run installs them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+SCREENSHOT_DIR = Path(
+    os.environ.get("DANDIZARR_SCREENSHOT_DIR") or tempfile.mkdtemp(prefix="dandizarr-shots-")
+)
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+
+def _need_browser() -> None:
+    if CHROMIUM and CHROMEDRIVER:
+        return
+    message = (
+        "the browser test needs Debian's chromium and chromium-driver "
+        "(apt-get install -y chromium chromium-driver); .ci/run installs them"
+    )
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def chromium(tmp_path: Path) -> Iterator[Any]:
+    """A headless Chromium driven by selenium, downloading into ``tmp_path/downloads``."""
+    _need_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in [
+        "--headless=new",
+        "--no-sandbox",  # root in CI
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1200,1500",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-default-apps",
+        "--disable-sync",
+    ]:
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    options.add_experimental_option(
+        "prefs",
+        {"download.default_directory": str(downloads), "download.prompt_for_download": False},
+    )
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.execute_cdp_cmd(
+        "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)}
+    )
+    driver.downloads = downloads
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_until(condition: Any, what: str, timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
