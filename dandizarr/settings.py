@@ -225,6 +225,11 @@ REST_FRAMEWORK = {
     # ASCII JSON (non-ASCII as \\uXXXX): an error that echoes a path with a lone surrogate
     # must still encode, and JSON parsers read it back as the same string.
     "UNICODE_JSON": False,
+    # The expensive reads' limits (zarr_api.throttles): per address, per account.
+    "DEFAULT_THROTTLE_RATES": {
+        "expensive_anon": env_str("DANDIZARR_THROTTLE_ANON", "300/min"),
+        "expensive_user": env_str("DANDIZARR_THROTTLE_USER", "1200/min"),
+    },
 }
 
 SPECTACULAR_SETTINGS = {
@@ -286,6 +291,12 @@ DANDIZARR_SHARD_COMPACT_PERCENT = env_int("DANDIZARR_SHARD_COMPACT_PERCENT", 50)
 # Decoded .checksum listings kept per process for browsing, in entries (files + directories):
 # about 200 bytes each, so the default holds the service near 40 MB of them.
 DANDIZARR_LISTING_CACHE_ENTRIES = env_int("DANDIZARR_LISTING_CACHE_ENTRIES", 200_000)
+
+# Previews (archive pages): render threads, renders waiting beyond them (then 503), and the
+# time one render may read for.
+DANDIZARR_PREVIEW_WORKERS = env_int("DANDIZARR_PREVIEW_WORKERS", 2)
+DANDIZARR_PREVIEW_QUEUE = env_int("DANDIZARR_PREVIEW_QUEUE", 4)
+DANDIZARR_PREVIEW_SECONDS = env_int("DANDIZARR_PREVIEW_SECONDS", 5)
 
 # Tests only: kill the process at this named step (zarr_api.crash.crash_point).
 DANDIZARR_CRASH_AT = env("DANDIZARR_CRASH_AT")

@@ -82,3 +82,13 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
 def seaweedfs_bucket(seaweedfs: SeaweedS3) -> str:
     """A fresh, empty bucket on the SeaweedFS server."""
     return seaweedfs.create_bucket(f"test-{uuid.uuid4().hex[:16]}")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    """Each test starts with an empty Django cache: the expensive reads' rate counts
+    (zarr_api.throttles) and cached previews of one test never reach the next."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

@@ -1,7 +1,15 @@
-"""The compressing ``bytes -> bytes`` codecs: gzip, zstd and blosc."""
+"""The compressing ``bytes -> bytes`` codecs: gzip, zstd and blosc.
+
+Decoding is bounded by construction: when the pipeline knows the size a chunk decodes to (it
+does for every fixed-size chunk: the bytes codec's output), no codec produces, or allocates,
+more than that. A chunk that says otherwise (a zstd frame declaring 1 GiB, a blosc header
+declaring more, a gzip stream that keeps going) is refused with ``DecodedSizeError`` before
+its output exists, so a 32 KB chunk cannot make the reader hold a gigabyte.
+"""
 
 from __future__ import annotations
 
+import struct
 import threading
 import zlib
 from collections.abc import Mapping
@@ -13,7 +21,15 @@ import zstandard
 
 from sharding.codecs.base import BytesBytesCodec
 
-__all__ = ["BloscCodec", "GzipCodec", "ZstdCodec"]
+__all__ = ["BloscCodec", "DecodedSizeError", "GzipCodec", "ZstdCodec"]
+
+
+class DecodedSizeError(ValueError):
+    """A chunk decodes, or says it decodes, to more bytes than its array's chunks hold."""
+
+    def __init__(self, codec: str, limit: int, found: int | None = None) -> None:
+        said = f" ({found} bytes)" if found is not None else ""
+        super().__init__(f"{codec}: the chunk decodes to more than {limit} bytes{said}")
 
 
 @dataclass(frozen=True)
@@ -36,7 +52,14 @@ class GzipCodec(BytesBytesCodec):
         return compressor.compress(data) + compressor.flush()
 
     def decode(self, data: bytes | memoryview, decoded_size: int | None) -> bytes:
-        return zlib.decompress(data, 47)  # 47: gzip or zlib header, auto-detected
+        decompressor = zlib.decompressobj(47)  # 47: gzip or zlib header, auto-detected
+        if decoded_size is None:
+            return decompressor.decompress(data) + decompressor.flush()
+        # One byte past the size is enough to know the chunk is too large.
+        out = decompressor.decompress(data, decoded_size + 1)
+        if len(out) > decoded_size:
+            raise DecodedSizeError(self.name, decoded_size)
+        return out
 
 
 _zstd_local = threading.local()
@@ -79,11 +102,23 @@ class ZstdCodec(BytesBytesCodec):
 
     def decode(self, data: bytes | memoryview, decoded_size: int | None) -> bytes:
         decompressor = self._decompressor()
-        try:
-            return decompressor.decompress(data, max_output_size=decoded_size or 0)
-        except zstandard.ZstdError:
-            # Frames written by a streaming encoder carry no content size: stream them.
-            return decompressor.decompressobj().decompress(data)
+        if decoded_size is None:
+            try:
+                return decompressor.decompress(data)
+            except zstandard.ZstdError:
+                return decompressor.decompressobj().decompress(data)
+        declared = zstandard.frame_content_size(data)
+        if declared > decoded_size:  # -1: not declared
+            raise DecodedSizeError(self.name, decoded_size, declared)
+        if declared >= 0:
+            return decompressor.decompress(data, max_output_size=decoded_size)
+        # Frames written by a streaming encoder carry no content size: stream them, reading
+        # one byte past the size at most.
+        with decompressor.stream_reader(bytes(data)) as reader:
+            out = reader.read(decoded_size + 1)
+        if len(out) > decoded_size:
+            raise DecodedSizeError(self.name, decoded_size)
+        return out
 
 
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
@@ -144,4 +179,11 @@ class BloscCodec(BytesBytesCodec):
         return bytes(self._impl.encode(data))
 
     def decode(self, data: bytes | memoryview, decoded_size: int | None) -> bytes:
+        if decoded_size is not None:
+            # Blosc allocates what its header declares (bytes 4-7, little-endian) first.
+            if len(data) < 16:
+                raise ValueError(f"blosc: a chunk of {len(data)} bytes has no header")
+            (declared,) = struct.unpack_from("<I", data, 4)
+            if declared > decoded_size:
+                raise DecodedSizeError(self.name, decoded_size, declared)
         return bytes(self._impl.decode(data))

@@ -25,8 +25,14 @@ from zarr_api.tree import CachedTree
 # How far the archive page looks for arrays: directories read, arrays listed.
 MAX_DIRECTORIES = 200
 MAX_ARRAYS = 24
-# The largest plane (decoded bytes) a preview reads.
-MAX_PLANE_BYTES = 256 << 20
+# A preview's budget, checked from the metadata before any chunk is read (an anonymous
+# request may ask for one): the chunks its plane spans, the bytes they decode to, and the
+# size of a metadata document read to describe an array. Chunks decode to no more than their
+# array's chunk size (sharding.codecs.compression), and reading stops at the deadline
+# (pages.reader.ArchiveFiles).
+MAX_PREVIEW_CHUNKS = 1024
+MAX_PREVIEW_DECODED_BYTES = 64 << 20
+MAX_METADATA_BYTES = 1 << 20
 
 _V2_BLOSC_SHUFFLE = {-1: "shuffle", 0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 
@@ -182,16 +188,38 @@ def describe(path: str, name: str, raw: bytes) -> ArrayInfo | None:
     )  # fmt: skip
 
 
+def _read_chunk_shape(metadata: ArrayMetadata) -> tuple[int, ...]:
+    """The chunks a plane read decodes: a sharded array's inner chunks, else its chunks."""
+    shape = metadata.chunk_shape
+    for codec in metadata.codecs:
+        if isinstance(codec, Mapping) and codec.get("name") == "sharding_indexed":
+            inner = (codec.get("configuration") or {}).get("chunk_shape")
+            if isinstance(inner, list) and len(inner) == len(shape):
+                shape = tuple(int(n) for n in inner)
+    return shape
+
+
+def plane_read_cost(metadata: ArrayMetadata) -> tuple[int, int]:
+    """(chunks, decoded bytes) a read of the middle plane costs, from the metadata alone."""
+    chunk = _read_chunk_shape(metadata)
+    chunks = math.prod(
+        -(-n // max(c, 1)) for n, c in zip(metadata.shape[-2:], chunk[-2:], strict=True)
+    )
+    return chunks, chunks * math.prod(chunk) * metadata.dtype.itemsize
+
+
 def _plane_problem(metadata: ArrayMetadata) -> str | None:
     if len(metadata.shape) < 2:
         return f"a {len(metadata.shape)}-D array has no plane to draw"
     if metadata.dtype.kind not in "biufc":
         return f"data type {metadata.dtype} is not numeric"
-    plane = math.prod(metadata.shape[-2:]) * metadata.dtype.itemsize
-    if plane > MAX_PLANE_BYTES:
-        return f"one plane is {plane >> 20} MiB, more than a preview reads"
     if 0 in metadata.shape:
         return "the array is empty"
+    chunks, decoded = plane_read_cost(metadata)
+    if chunks > MAX_PREVIEW_CHUNKS:
+        return f"its middle plane spans {chunks} chunks, more than a preview reads"
+    if decoded > MAX_PREVIEW_DECODED_BYTES:
+        return f"its middle plane's chunks hold {decoded >> 20} MiB, more than a preview reads"
     return None
 
 
@@ -212,6 +240,10 @@ def find_arrays(tree: CachedTree, files: ArchiveFiles) -> list[ArrayInfo]:
             info = None
             for name in METADATA_NAMES:
                 if name in listing.files:
+                    if listing.files[name].size > MAX_METADATA_BYTES:
+                        problem = f"{name} is larger than {MAX_METADATA_BYTES} bytes"
+                        info = ArrayInfo(directory, 0, (), (), "?", (), None, None, problem)
+                        break
                     raw = files.get(posixpath.join(directory, name))
                     info = describe(directory, name, raw) if raw is not None else None
                     break

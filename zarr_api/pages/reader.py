@@ -9,6 +9,7 @@ its inner chunks).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -20,12 +21,20 @@ from zarr_api.selectors.shard_members import MemberLocation, member_location
 _LOOKUP_BLOCK = 1000
 
 
+class ReadBudgetExceeded(ValueError):
+    """A read would start after the reader's deadline."""
+
+
 @dataclass
 class ArchiveFiles:
     """Reads of archive ``archive``'s files; ``prefetch`` looks up many packed files at once."""
 
     archive: ZarrArchive
     store: ObjectStore
+    # time.monotonic() after which no more reads start (a preview's time budget).
+    deadline: float | None = None
+    # Reads made (each one storage request).
+    reads: int = 0
     _locations: dict[str, MemberLocation | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -56,7 +65,13 @@ class ArchiveFiles:
             )
         return self._locations[path]
 
+    def _start_read(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise ReadBudgetExceeded(f"reading stopped after {self.reads} reads: out of time")
+        self.reads += 1
+
     def get(self, key: str) -> bytes | None:
+        self._start_read()
         location = self._location(key)
         if location is None:
             return self._loose.get(key)
@@ -68,6 +83,7 @@ class ArchiveFiles:
     def get_range(
         self, key: str, start: int, end: int | None = None, *, if_version: str | None = None
     ) -> RangeRead | None:
+        self._start_read()
         location = self._location(key)
         if location is None:
             return self._loose.get_range(key, start, end, if_version=if_version)

@@ -4,14 +4,16 @@ archive's batches, a page of one directory, its arrays and their previews."""
 from __future__ import annotations
 
 import posixpath
+import time
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import Count, Prefetch
 
 from checksums import DirectoryListing
 from zarr_api.exceptions import NotFound
 from zarr_api.models import Batch, Dandiset, ZarrArchive
-from zarr_api.pages import preview
+from zarr_api.pages import preview, render_pool
 from zarr_api.pages.arrays import ArrayInfo, Unsupported, find_arrays, read_plane
 from zarr_api.pages.reader import ArchiveFiles
 from zarr_api.selectors.archive_contents import DirectoryNode, archive_tree_cached
@@ -102,15 +104,30 @@ def archive_arrays(archive: ZarrArchive) -> list[ArrayInfo]:
 
 def preview_png(archive: ZarrArchive, array_path: str) -> bytes:
     """The PNG of the array at ``array_path``; NotFound when there is no such array,
-    Unsupported when it has no preview."""
+    Unsupported when it has no preview, RendererBusy when no render slot is free.
+
+    Drawn on a render thread (render_pool) within the preview's budget (pages.arrays), and
+    its outcome cached per tree version of the archive, a refusal as much as a picture, so a
+    reload never pays again. Storage errors are not outcomes: they propagate, uncached."""
     info = next((a for a in archive_arrays(archive) if a.path == array_path), None)
     if info is None:
         raise NotFound(f"no Zarr array at {array_path!r} in zarr archive {archive.zarr_id}")
     if info.metadata is None:
         raise Unsupported(info.preview_problem or "no preview")
-    return preview.cached(
-        archive,
-        "preview",
-        array_path,
-        lambda: preview.render_png(read_plane(archive_files(archive), info)),
+    outcome = preview.cached(
+        archive, "preview", array_path, lambda: render_pool.render(lambda: _draw(archive, info))
     )
+    if isinstance(outcome, str):
+        raise Unsupported(outcome)
+    return outcome
+
+
+def _draw(archive: ZarrArchive, info: ArrayInfo) -> bytes | str:
+    """The PNG, or why there is none (malformed chunks, a chunk too large, out of time)."""
+    files = ArchiveFiles(
+        archive, get_store(), deadline=time.monotonic() + settings.DANDIZARR_PREVIEW_SECONDS
+    )
+    try:
+        return preview.render_png(read_plane(files, info))
+    except ValueError as error:  # Unsupported, ShardFormatError, ReadBudgetExceeded
+        return str(error) or type(error).__name__

@@ -7,17 +7,20 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from objectstore import ObjectStoreError
 from objectstore.user_bytes import INERT_HEADERS
 from zarr_api.exceptions import NotFound
 from zarr_api.pages import preview, reads
+from zarr_api.pages.render_pool import RendererBusy
 from zarr_api.paths import directory_problem
 from zarr_api.selectors.archive_contents import FileNode, node_get
 from zarr_api.selectors.lookups import annotated_archive_get, archive_get
 from zarr_api.serializers import ArchiveSerializer
+from zarr_api.throttles import throttled
 
 PAGE_SIZE = 200
 _STATUS = ArchiveSerializer()  # the API's rules for an archive's status fields
@@ -99,6 +102,7 @@ def _crumbs(path: str) -> list[tuple[str, str]]:
     return [(name, "/".join(parts[: i + 1])) for i, name in enumerate(parts)]
 
 
+@throttled
 @_not_found_as_404
 def archive(request: HttpRequest, zarr_id: str) -> HttpResponse:
     context = _archive_context(request, zarr_id, "")
@@ -109,11 +113,13 @@ def archive(request: HttpRequest, zarr_id: str) -> HttpResponse:
     return render(request, "dandizarr/archive.html", context)
 
 
+@throttled
 @_not_found_as_404
 def tree(request: HttpRequest, zarr_id: str, path: str = "") -> HttpResponse:
     return render(request, "dandizarr/tree.html", _archive_context(request, zarr_id, path))
 
 
+@throttled
 @_not_found_as_404
 def preview_png(request: HttpRequest, zarr_id: str) -> HttpResponse:
     archive = archive_get(zarr_id)
@@ -123,11 +129,21 @@ def preview_png(request: HttpRequest, zarr_id: str) -> HttpResponse:
         return HttpResponseNotModified()
     try:
         png = reads.preview_png(archive, array_path)
-    except ValueError as error:  # Unsupported, or chunks the codecs cannot decode
+    except ValueError as error:  # Unsupported: the metadata, the chunks, the budget
         return HttpResponse(
             f"no preview: {error}", status=404, content_type="text/plain", headers=INERT_HEADERS
         )
+    except RendererBusy as busy:
+        return _unavailable(str(busy), busy.retry_after)
+    except ObjectStoreError as error:
+        return _unavailable(f"storage did not answer: {error}", 5)
     response = HttpResponse(png, content_type="image/png", headers=INERT_HEADERS)
     response["ETag"] = etag
     response["Cache-Control"] = "no-cache"
+    return response
+
+
+def _unavailable(detail: str, retry_after: int) -> HttpResponse:
+    response = JsonResponse({"detail": detail}, status=503)
+    response["Retry-After"] = str(retry_after)
     return response

@@ -37,6 +37,7 @@ from zarr_api.selectors.archive_contents import DirectoryNode, node_get
 from zarr_api.selectors.file_bytes import StoredBytes, stored_bytes
 from zarr_api.selectors.lookups import archive_get
 from zarr_api.selectors.shard_members import MemberLocation, iter_member_bytes
+from zarr_api.throttles import EXPENSIVE_READ_THROTTLES, over_limit
 from zarr_api.views import listing_pages as listing
 
 METHODS = "GET, HEAD, OPTIONS"
@@ -157,6 +158,8 @@ def _directory(request: HttpRequest, archive: ZarrArchive, path: str) -> HttpRes
     if not isinstance(node, DirectoryNode):
         raise NotFound(f"{path!r} is a file of zarr archive {archive.zarr_id}, not a directory")
     zarr_id = str(archive.zarr_id)
+    if (limited := over_limit(request)) is not None:
+        return limited
     accept = request.headers.get("Accept", "")
     if "application/json" in accept and "text/html" not in accept:
         body = "" if request.method == "HEAD" else json.dumps(listing.as_json(zarr_id, node))
@@ -167,6 +170,8 @@ def _directory(request: HttpRequest, archive: ZarrArchive, path: str) -> HttpRes
 
 class ManifestView(APIView):
     """``GET /api/zarr/{zarr_id}/manifest/``: the archive as a kerchunk reference set, streamed."""
+
+    throttle_classes = EXPENSIVE_READ_THROTTLES
 
     @extend_schema(
         parameters=[

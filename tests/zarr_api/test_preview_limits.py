@@ -1,0 +1,176 @@
+"""Anyone may ask for a preview, so every preview is bounded by construction: chunk bombs are
+refused before they are decompressed, a plane that spans too many chunks is refused from its
+metadata, renders run in a small pool (busy: 503), outcomes (refusals too) are cached per tree
+version, and the expensive reads are rate limited (429).
+
+The figures (each attack answered in well under a second, RSS growth) come from
+``python -m bench preview_bombs``."""
+
+from __future__ import annotations
+
+import json
+import threading
+import zlib
+from typing import Any
+
+import numcodecs
+import pytest
+import zstandard
+from django.test import Client
+
+from sharding.codecs.compression import BloscCodec, DecodedSizeError, GzipCodec, ZstdCodec
+from tests.support.api import Actor, upload
+from zarr_api.keys import file_key
+from zarr_api.pages import render_pool
+from zarr_api.storage import get_store
+
+BOMB_BYTES = 64 << 20  # what each bomb chunk decompresses to
+CHUNK_BYTES = 64 * 64  # what a chunk of a 64 x 64 uint8 array holds
+
+
+def _zeros(total: int, block: int = 1 << 20) -> Any:
+    for _ in range(total // block):
+        yield bytes(block)
+
+
+def gzip_bomb() -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return b"".join(compressor.compress(b) for b in _zeros(BOMB_BYTES)) + compressor.flush()
+
+
+def zstd_bomb(*, declared: bool) -> bytes:
+    compressor = zstandard.ZstdCompressor(level=3, write_content_size=declared)
+    chunker = compressor.chunker(size=BOMB_BYTES if declared else -1)
+    out = [piece for block in _zeros(BOMB_BYTES) for piece in chunker.compress(block)]
+    return b"".join(out + list(chunker.finish()))
+
+
+def blosc_bomb() -> bytes:
+    return bytes(numcodecs.Blosc(cname="zstd", clevel=9).encode(bytes(BOMB_BYTES)))
+
+
+@pytest.mark.parametrize(
+    ("codec", "bomb"),
+    [
+        (GzipCodec(), gzip_bomb),
+        (ZstdCodec(), lambda: zstd_bomb(declared=True)),
+        (ZstdCodec(), lambda: zstd_bomb(declared=False)),
+        (BloscCodec(cname="zstd"), blosc_bomb),
+    ],
+    ids=["gzip", "zstd-declared", "zstd-streamed", "blosc"],
+)
+def test_codecs_refuse_a_chunk_larger_than_its_array_says(codec: Any, bomb: Any) -> None:
+    data = bomb()
+    assert len(data) < 1 << 20  # a small object...
+    with pytest.raises(DecodedSizeError, match=f"more than {CHUNK_BYTES} bytes"):
+        codec.decode(data, CHUNK_BYTES)  # ...never decompressed past its chunk's size
+    # Honest chunks of the size still decode.
+    honest = bytes(range(256)) * (CHUNK_BYTES // 256)
+    assert bytes(codec.decode(codec.encode(honest), CHUNK_BYTES)) == honest
+
+
+def _v2(compressor: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {
+            "zarr_format": 2, "shape": [64, 64], "chunks": [64, 64], "dtype": "|u1",
+            "compressor": compressor, "fill_value": 0, "order": "C", "filters": None,
+        }
+    ).encode()  # fmt: skip
+
+
+GRID = json.dumps(
+    {
+        "zarr_format": 3, "node_type": "array", "shape": [2048, 2048], "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1, 1]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+        "codecs": [{"name": "bytes"}],
+    }
+).encode()  # fmt: skip
+
+
+@pytest.fixture
+def bombs(owner: Actor, zarr_id: str) -> str:
+    files = {
+        "grid/zarr.json": GRID,
+        "zstd/.zarray": _v2({"id": "zstd", "level": 3}),
+        "zstd/0.0": zstd_bomb(declared=True),
+        "gzip/.zarray": _v2({"id": "gzip", "level": 9}),
+        "gzip/0.0": gzip_bomb(),
+        "fine/.zarray": _v2({"id": "zstd", "level": 3}),
+        "fine/0.0": zstandard.ZstdCompressor().compress(bytes(range(64)) * 64),
+    }
+    assert upload(owner.client, zarr_id, files).status_code == 200
+    return zarr_id
+
+
+def _preview(zarr_id: str, array: str) -> Any:
+    return Client().get(f"/archives/{zarr_id}/preview.png?array={array}")
+
+
+def test_attack_files_get_a_clear_no_preview(bombs: str) -> None:
+    grid = _preview(bombs, "grid")
+    assert grid.status_code == 404
+    assert "spans 4194304 chunks, more than a preview reads" in grid.content.decode()
+    for array in ("zstd", "gzip"):
+        refused = _preview(bombs, array)
+        assert refused.status_code == 404, array
+        assert f"more than {CHUNK_BYTES} bytes" in refused.content.decode(), array
+    fine = _preview(bombs, "fine")
+    assert fine.status_code == 200 and fine["Content-Type"] == "image/png"
+    page = Client().get(f"/archives/{bombs}/")
+    assert page.status_code == 200
+    assert b"more than a preview reads" in page.content
+
+
+def test_a_refusal_is_cached_per_tree_version(bombs: str) -> None:
+    first = _preview(bombs, "zstd")
+    assert first.status_code == 404
+    # Were the render done again, the chunk now missing would read as fill: a picture.
+    get_store().delete_many([file_key(bombs, "zstd/0.0")])
+    again = _preview(bombs, "zstd")
+    assert (again.status_code, again.content) == (404, first.content)
+
+
+def test_a_busy_renderer_answers_503(bombs: str, settings: Any) -> None:
+    settings.DANDIZARR_PREVIEW_WORKERS = 1
+    settings.DANDIZARR_PREVIEW_QUEUE = 0
+    hold, release = threading.Event(), threading.Event()
+
+    def occupy() -> None:
+        hold.set()
+        release.wait(30)
+
+    busy = threading.Thread(target=render_pool.render, args=(occupy,))
+    busy.start()
+    try:
+        assert hold.wait(10)
+        response = _preview(bombs, "fine")
+        assert response.status_code == 503
+        assert int(response["Retry-After"]) >= 1
+        assert "busy" in response.json()["detail"]
+    finally:
+        release.set()
+        busy.join(10)
+    assert _preview(bombs, "fine").status_code == 200  # not cached as a failure
+
+
+def test_expensive_reads_are_rate_limited(bombs: str, settings: Any) -> None:
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"expensive_anon": "3/min", "expensive_user": "3/min"},
+    }
+    client = Client()
+    urls = [
+        f"/archives/{bombs}/",
+        f"/archives/{bombs}/tree/",
+        f"/zarr/{bombs}/",
+        f"/api/zarr/{bombs}/manifest.json",
+    ]
+    answers = [client.get(url).status_code for url in urls]
+    assert answers == [200, 200, 200, 429]
+    limited = client.get(f"/archives/{bombs}/preview.png?array=fine")
+    assert limited.status_code == 429
+    assert int(limited["Retry-After"]) >= 1
+    assert "too many requests" in limited.json()["detail"]
+    # Chunk reads are never limited (viewers make thousands).
+    assert client.get(f"/zarr/{bombs}/fine/0.0").status_code == 200

@@ -1,0 +1,73 @@
+"""Rate limits of the expensive reads: previews, archive and tree pages, /zarr/ directory
+listings, manifests. Anonymous visitors are counted per address, users per account, with
+DRF's throttles (their counts live in Django's cache) and rates from the settings
+(``DANDIZARR_THROTTLE_ANON``, ``DANDIZARR_THROTTLE_USER``). Chunk reads are not limited:
+a viewer such as Neuroglancer makes thousands of them, and each is one storage read.
+
+The API's views list ``EXPENSIVE_READ_THROTTLES``; the pages and ``/zarr/`` are plain Django
+views and go through ``throttled``. Over the limit: 429 with ``Retry-After`` and a detail.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from rest_framework.settings import api_settings
+from rest_framework.throttling import AnonRateThrottle, BaseThrottle, UserRateThrottle
+
+
+class _LiveRate:
+    """The rate as the settings say now (DRF's throttles read theirs once, at import)."""
+
+    scope: str
+
+    def get_rate(self) -> str | None:
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return None if rate is None else str(rate)
+
+
+class AnonExpensiveReadThrottle(_LiveRate, AnonRateThrottle):
+    scope = "expensive_anon"
+
+
+class UserExpensiveReadThrottle(_LiveRate, UserRateThrottle):
+    scope = "expensive_user"
+
+
+EXPENSIVE_READ_THROTTLES: list[type[BaseThrottle]] = [
+    AnonExpensiveReadThrottle,
+    UserExpensiveReadThrottle,
+]
+
+
+def too_many_requests(wait: float | None) -> JsonResponse:
+    seconds = max(1, math.ceil(wait or 1))
+    response = JsonResponse(
+        {"detail": f"too many requests for this expensive read; try again in {seconds} s"},
+        status=429,
+    )
+    response["Retry-After"] = str(seconds)
+    return response
+
+
+def over_limit(request: HttpRequest) -> JsonResponse | None:
+    """The 429 of a plain Django request over the expensive-read limits, or None (counted)."""
+    for throttle_class in EXPENSIVE_READ_THROTTLES:
+        throttle = throttle_class()
+        if not throttle.allow_request(request, None):  # type: ignore[arg-type]
+            return too_many_requests(throttle.wait())
+    return None
+
+
+def throttled(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """A plain Django view under the expensive-read limits."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        return over_limit(request) or view(request, *args, **kwargs)
+
+    return wrapped
