@@ -118,6 +118,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "zarr_api.authentication.TokenUserMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -344,6 +345,10 @@ CELERY_BEAT_SCHEDULE = {
     },
     "finish-batch-ends": {
         "task": "zarr_api.tasks.finish_batch_ends",
+        "schedule": 60.0,
+    },
+    "finish-unembargoes": {
+        "task": "zarr_api.tasks.finish_unembargoes",
         "schedule": 60.0,
     },
     "reconcile-due-batches": {

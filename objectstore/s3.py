@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from objectstore.base import (
     strip_etag,
     validate_range,
 )
+from objectstore.public_reads import policy_with_public_prefixes
 from objectstore.s3_listing import use_fast_listing
 from objectstore.user_bytes import S3_GET_OVERRIDES
 
@@ -363,6 +365,25 @@ class S3ObjectStore(ObjectStore):
         if frozen is None or frozen.access_key is None or frozen.secret_key is None:
             raise ObjectStoreError("no S3 credentials to sign URLs with")
         return base, sigv4.Credentials(frozen.access_key, frozen.secret_key, frozen.token)
+
+    def public_read_prefixes_set(self, prefixes: Sequence[str]) -> None:
+        """Let anyone GET the keys under ``prefixes`` and no others (objectstore.public_reads);
+        the bucket policy's other statements are kept."""
+        try:
+            current: str | None = self.client.get_bucket_policy(Bucket=self.bucket)["Policy"]
+        except ClientError as error:
+            if _error_code(error) not in {"NoSuchBucketPolicy", "NoSuchPolicy"}:
+                raise self._translate(error, "") from error
+            current = None
+        document = policy_with_public_prefixes(current, self.bucket, prefixes)
+        try:
+            if document is None:
+                if current is not None:
+                    self.client.delete_bucket_policy(Bucket=self.bucket)
+            else:
+                self.client.put_bucket_policy(Bucket=self.bucket, Policy=json.dumps(document))
+        except ClientError as error:
+            raise self._translate(error, "") from error
 
     def presigned_get_url(self, key: str, *, expires_in: int) -> str:
         return self.presign_client.generate_presigned_url(

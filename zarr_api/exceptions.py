@@ -38,6 +38,12 @@ class NotFound(DomainError):
     status_code = status.HTTP_404_NOT_FOUND
 
 
+class SignInRequired(DomainError):
+    """401: what was asked for is not visible without credentials (it may not exist)."""
+
+    status_code = status.HTTP_401_UNAUTHORIZED
+
+
 class Conflict(DomainError):
     status_code = status.HTTP_409_CONFLICT
 

@@ -17,9 +17,24 @@ from zarr_api import keys
 
 
 class Dandiset(models.Model):
+    class EmbargoStatus(models.TextChoices):
+        # Everyone reads it.
+        OPEN = "OPEN"
+        # Private: its owners and staff alone see anything of it (zarr_api.permissions).
+        EMBARGOED = "EMBARGOED"
+        # Released by its owners; still private until the release's work is done.
+        UNEMBARGOING = "UNEMBARGOING"
+
     name = models.CharField(max_length=255)
     owners = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="dandisets")
     created = models.DateTimeField(auto_now_add=True)
+    embargo_status = models.CharField(
+        max_length=16, choices=EmbargoStatus.choices, default=EmbargoStatus.OPEN
+    )
+
+    @property
+    def is_private(self) -> bool:
+        return self.embargo_status != self.EmbargoStatus.OPEN
 
     class Meta:
         ordering = ["id"]

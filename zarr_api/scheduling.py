@@ -22,11 +22,13 @@ logger = logging.getLogger(__name__)
 APPLY_TREE_UPDATES = "zarr_api.tasks.apply_tree_updates"
 COMPACT_SHARD = "zarr_api.tasks.compact_shard"
 CONVERT_ARCHIVE = "zarr_api.tasks.convert_archive"
+FINISH_UNEMBARGO = "zarr_api.tasks.finish_unembargo"
+SYNC_PUBLIC_READS = "zarr_api.tasks.sync_public_reads"
 
 # Tasks whose loss the periodic ``resume_stalled_tree_updates`` repairs (it requeues the update
 # of every archive with a batch pending too long): if the broker cannot take one, the change
 # that scheduled it has committed all the same, so the request succeeds and beat sends it later.
-RESUMED_BY_BEAT = frozenset({APPLY_TREE_UPDATES})
+RESUMED_BY_BEAT = frozenset({APPLY_TREE_UPDATES, FINISH_UNEMBARGO})
 
 
 def schedule_on_commit(task_name: str, *args: int, countdown: float | None = None) -> None:

@@ -39,6 +39,8 @@ class DandisetSerializer(serializers.ModelSerializer[Dandiset]):
 
 class DandisetCreateSerializer(serializers.Serializer[Any]):
     name = StrictCharField(max_length=255)
+    # Private until its owners release it (also ?embargo=true, as the DANDI API takes it).
+    embargo = serializers.BooleanField(required=False, default=False)
 
 
 class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):

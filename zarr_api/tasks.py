@@ -15,6 +15,11 @@ from zarr_api.scheduling import APPLY_TREE_UPDATES, schedule_on_commit
 from zarr_api.selectors.lookups import archives_with_stalled_tree_updates
 from zarr_api.services.compaction import shard_compact
 from zarr_api.services.conversion import archive_conversion_abandon, archive_conversion_run
+from zarr_api.services.embargo import (
+    embargo_release_finish,
+    public_reads_sync,
+    unfinished_releases_finish,
+)
 from zarr_api.services.reconciliation import due_batches_reconcile
 from zarr_api.services.recovery import unfinished_batch_ends_finish
 from zarr_api.services.tree_updates import tree_update_apply
@@ -80,3 +85,21 @@ def convert_archive(self: Task[[int], int], archive_pk: int) -> int:
 def compact_shard(shard_pk: int) -> bool:
     """Rewrite a shard whose dead share passed the threshold with its live members only."""
     return shard_compact(shard_pk)
+
+
+@shared_task(**RETRIED_ON_ANY_ERROR, retry_backoff_max=300, max_retries=None)
+def finish_unembargo(dandiset_pk: int) -> bool:
+    """The storage side of releasing a dandiset from embargo, then OPEN."""
+    return embargo_release_finish(dandiset_pk)
+
+
+@shared_task(acks_late=True)
+def finish_unembargoes() -> int:
+    """The periodic sweep: releases a crash interrupted."""
+    return unfinished_releases_finish()
+
+
+@shared_task(**RETRIED_ON_ANY_ERROR, retry_backoff_max=300, max_retries=10)
+def sync_public_reads() -> int:
+    """Grant anonymous reads on open archives only (a public bucket)."""
+    return public_reads_sync()

@@ -21,6 +21,11 @@ urlpatterns = [
         name="version-list",
     ),
     path(
+        "api/dandisets/<str:identifier>/unembargo/",
+        dandisets.UnembargoView.as_view(),
+        name="unembargo",
+    ),
+    path(
         "api/dandisets/<str:identifier>/versions/draft/publish/",
         dandisets.PublishView.as_view(),
         name="publish",

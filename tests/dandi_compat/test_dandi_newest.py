@@ -104,3 +104,36 @@ def test_newest_dandi_downloads_a_sharded_archive(
     fresh = _download(service, tmp_path / "download")
     assert tree_of(fresh / "packed.zarr") == tree_of(source)
     assert zarr_checksum_of(fresh / "packed.zarr") == archive["checksum"]
+
+
+def test_newest_dandi_uploads_and_downloads_an_embargoed_dandiset(
+    dandi_service: DandiService, tmp_path: Path
+) -> None:
+    """With ``DANDI_API_KEY`` the owner uploads into and downloads a private dandiset; without
+    it, the dandiset is not there."""
+    service = dandi_service
+    created = service.api("POST", "/api/dandisets/?embargo=true", json={"name": "embargoed"})
+    assert created.status_code == 201 and created.json()["embargo_status"] == "EMBARGOED"
+    private = DandiService(service.url, service.token, created.json()["identifier"], service.home)
+    key = _api_key_env(private)
+    url = f"{private.url}/api/dandisets/{private.dandiset}/versions/draft/"
+    (tmp_path / "first").mkdir()
+    private.dandi(DANDI_NEWEST, ["download", url, "-o", str(tmp_path / "first")],
+                  cwd=tmp_path, **key)  # fmt: skip
+    dandiset_dir = tmp_path / "first" / private.dandiset
+    zarr_v3(dandiset_dir / "v3.zarr")
+    _upload(private, dandiset_dir)
+    checksum = _check(private, dandiset_dir / "v3.zarr", "v3.zarr")
+
+    (tmp_path / "second").mkdir()
+    private.dandi(DANDI_NEWEST, ["download", url, "-o", str(tmp_path / "second")],
+                  cwd=tmp_path, **key)  # fmt: skip
+    fresh = tmp_path / "second" / private.dandiset / "v3.zarr"
+    assert zarr_checksum_of(fresh) == checksum
+    assert tree_of(fresh) == tree_of(dandiset_dir / "v3.zarr")
+
+    (tmp_path / "anonymous").mkdir()
+    with pytest.raises(AssertionError, match=r"dandi .* failed"):
+        private.dandi(DANDI_NEWEST, ["download", url, "-o", str(tmp_path / "anonymous")],
+                      cwd=tmp_path)  # fmt: skip
+    assert not list((tmp_path / "anonymous").rglob("*.zarr"))

@@ -16,20 +16,22 @@ from zarr_api.models import Batch, Dandiset, ZarrArchive
 from zarr_api.pages import preview, render_pool
 from zarr_api.pages.arrays import ArrayInfo, Unsupported, find_arrays, read_plane
 from zarr_api.pages.reader import ArchiveFiles
+from zarr_api.permissions import Requester
 from zarr_api.selectors.archive_contents import DirectoryNode, archive_tree_cached
-from zarr_api.selectors.lookups import archives_annotated
+from zarr_api.selectors.lookups import archives_annotated, readable_dandisets_list
 from zarr_api.storage import get_store
 
 BATCHES_SHOWN = 50
 
 
-def dandisets_with_archives() -> list[Dandiset]:
-    """Every dandiset, its archives (with the API's status annotations) in ``archive_list``."""
-    archives = archives_annotated().order_by("name")
+def dandisets_with_archives(requester: Requester | None) -> list[Dandiset]:
+    """Every dandiset ``requester`` may read, its archives (with the API's status annotations)
+    in ``archive_list``."""
+    archives = archives_annotated(requester).order_by("name")
     return list(
-        Dandiset.objects.order_by("id").prefetch_related(
-            Prefetch("zarr_archives", queryset=archives, to_attr="archive_list")
-        )
+        readable_dandisets_list(requester)
+        .order_by("id")
+        .prefetch_related(Prefetch("zarr_archives", queryset=archives, to_attr="archive_list"))
     )
 
 

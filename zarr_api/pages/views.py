@@ -52,7 +52,7 @@ def _status(archive: Any) -> dict[str, Any]:
 
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
-    dandisets = reads.dandisets_with_archives()
+    dandisets = reads.dandisets_with_archives(request.user)
     for dandiset in dandisets:
         for archive in dandiset.archive_list:  # type: ignore[attr-defined]
             archive.status = _status(archive)
@@ -77,7 +77,7 @@ def _page_number(request: HttpRequest) -> int:
 
 
 def _archive_context(request: HttpRequest, zarr_id: str, path: str) -> dict[str, Any]:
-    archive = annotated_archive_get(zarr_id)
+    archive = annotated_archive_get(zarr_id, request.user)
     problem = directory_problem(path)
     if problem:
         raise NotFound(f"path {path!r} {problem}")
@@ -122,7 +122,7 @@ def tree(request: HttpRequest, zarr_id: str, path: str = "") -> HttpResponse:
 @throttled
 @_not_found_as_404
 def preview_png(request: HttpRequest, zarr_id: str) -> HttpResponse:
-    archive = archive_get(zarr_id)
+    archive = archive_get(zarr_id, request.user)
     array_path = request.GET.get("array", "")
     etag = f'"{preview.version_tag(archive)}"'
     if request.headers.get("If-None-Match") == etag:

@@ -83,7 +83,7 @@ def dandiset_summary(dandiset: Dandiset) -> dict[str, Any]:
         "created": dandiset.created,
         "modified": draft["modified"],
         "contact_person": owner.get_username() if owner is not None else "",
-        "embargo_status": "OPEN",
+        "embargo_status": dandiset.embargo_status,
         "draft_version": draft,
         "most_recent_published_version": version_summary(published) if published else None,
     }

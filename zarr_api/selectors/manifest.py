@@ -40,10 +40,16 @@ class Manifest:
     chunks: Iterator[str]  # the JSON text, in pieces
 
 
-def object_urls(expires_in: int) -> Callable[[list[str]], list[str]]:
+def public_read_url(archive: ZarrArchive) -> str | None:
+    """The public bucket's URL for the archive's objects: never for a private archive, whose
+    objects are read with a signature only (docs/embargo.md)."""
+    public: str | None = settings.DANDIZARR_S3_PUBLIC_READ_URL
+    return None if archive.dandiset.is_private else public
+
+
+def object_urls(public: str | None, expires_in: int) -> Callable[[list[str]], list[str]]:
     """How a reader reaches objects: the public bucket's URLs, else presigned GETs (signed
     together: a page of a thousand in milliseconds)."""
-    public: str | None = settings.DANDIZARR_S3_PUBLIC_READ_URL
     if public:
         base = public.rstrip("/")
         return lambda keys: [f"{base}/{quote_key(key)}" for key in keys]
@@ -64,7 +70,7 @@ def _inline(data: bytes) -> str:
 def manifest(archive: ZarrArchive, prefix: str, *, expires_in: int, refresh_url: str) -> Manifest:
     """The reference set of every file below ``prefix`` ("" = the whole archive), keys being
     archive paths."""
-    public = bool(settings.DANDIZARR_S3_PUBLIC_READ_URL)
+    public = public_read_url(archive) is not None
     expires = None if public else datetime.now(UTC) + timedelta(seconds=expires_in)
     header: dict[str, Any] = {
         "zarr_id": str(archive.zarr_id),
@@ -79,7 +85,7 @@ def manifest(archive: ZarrArchive, prefix: str, *, expires_in: int, refresh_url:
 def _chunks(
     archive: ZarrArchive, prefix: str, expires_in: int, header: dict[str, Any]
 ) -> Iterator[str]:
-    urls_of = object_urls(expires_in)
+    urls_of = object_urls(public_read_url(archive), expires_in)
     shard_urls: dict[str, str] = {}
     store = get_store()
     yield f'{{"version": 1, "dandizarr": {json.dumps(header)}, "refs": {{'

@@ -8,14 +8,17 @@ from zarr_api.exceptions import Forbidden, ValidationFailed
 from zarr_api.models import Dandiset, TreeLock, Version, ZarrArchive
 from zarr_api.paths import path_problem
 from zarr_api.permissions import Requester, recorded_user, require_writer
+from zarr_api.services.embargo import public_reads_schedule
 
 
-def dandiset_create(*, user: Requester, name: str) -> Dandiset:
+def dandiset_create(*, user: Requester, name: str, embargoed: bool = False) -> Dandiset:
+    """A dandiset owned by ``user``; ``embargoed``: private until its owners release it."""
     owner = recorded_user(user)
     if owner is None:
         raise Forbidden("only a signed-in user can own a dandiset")
+    status = Dandiset.EmbargoStatus.EMBARGOED if embargoed else Dandiset.EmbargoStatus.OPEN
     with transaction.atomic():
-        dandiset = Dandiset.objects.create(name=name)
+        dandiset = Dandiset.objects.create(name=name, embargo_status=status)
         dandiset.owners.add(owner)
         Version.objects.create(dandiset=dandiset, version=Version.DRAFT)
     return dandiset
@@ -37,6 +40,8 @@ def archive_create(
         with transaction.atomic():
             archive = ZarrArchive.objects.create(dandiset=dandiset, name=name, layout=layout)
             TreeLock.objects.create(archive=archive)
+            if not dandiset.is_private:
+                public_reads_schedule()
     except IntegrityError as error:
         # 400 with "Zarr already exists", as the DANDI API answers (dandi-cli looks for it).
         raise ValidationFailed(

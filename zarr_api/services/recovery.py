@@ -9,6 +9,7 @@ import logging
 from zarr_api.models import Batch
 from zarr_api.selectors.lookups import archives_with_stalled_tree_updates
 from zarr_api.services.batch_endings import BATCH_END_FINISHERS
+from zarr_api.services.embargo import unfinished_releases_finish
 from zarr_api.services.reconciliation import due_batches_reconcile
 from zarr_api.services.tree_updates import tree_update_apply
 
@@ -34,6 +35,7 @@ def unfinished_batch_ends_finish() -> int:
 def recover_at_start() -> None:
     """The embedded server's start: nothing else runs, so nothing pending is in progress."""
     unfinished_batch_ends_finish()
+    unfinished_releases_finish()
     for archive_pk in archives_with_stalled_tree_updates(older_than_seconds=0):
         tree_update_apply(archive_pk)
     due_batches_reconcile()

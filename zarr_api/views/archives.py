@@ -54,7 +54,7 @@ class ArchiveListCreateView(generics.ListAPIView[ZarrArchive]):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[ZarrArchive]:
-        queryset = archives_annotated()
+        queryset = archives_annotated(self.request.user)
         dandiset = self.request.query_params.get("dandiset")
         if dandiset:
             queryset = queryset.filter(dandiset_id=parse_row_id(dandiset) or -1)
@@ -71,12 +71,12 @@ class ArchiveListCreateView(generics.ListAPIView[ZarrArchive]):
         data.is_valid(raise_exception=True)
         archive = archive_create(
             user=request.user,
-            dandiset=dandiset_get(data.validated_data["dandiset"]),
+            dandiset=dandiset_get(data.validated_data["dandiset"], request.user),
             name=data.validated_data["name"],
             layout=data.validated_data.get("layout") or ZarrArchive.Layout.LOOSE,
         )
         return Response(
-            ArchiveSerializer(annotated_archive_get(str(archive.zarr_id))).data,
+            ArchiveSerializer(annotated_archive_get(str(archive.zarr_id), request.user)).data,
             status=status.HTTP_201_CREATED,
         )
 
@@ -84,13 +84,13 @@ class ArchiveListCreateView(generics.ListAPIView[ZarrArchive]):
 class ArchiveDetailView(APIView):
     @extend_schema(responses=ArchiveSerializer)
     def get(self, request: Request, zarr_id: str) -> Response:
-        return Response(ArchiveSerializer(annotated_archive_get(zarr_id)).data)
+        return Response(ArchiveSerializer(annotated_archive_get(zarr_id, request.user)).data)
 
 
 class UploadView(APIView):
     @extend_schema(responses={204: None, 404: None})
     def get(self, request: Request, zarr_id: str) -> Response:
-        archive = archive_get(zarr_id)
+        archive = archive_get(zarr_id, request.user)
         if archive.batches.filter(state=Batch.State.OPEN).exists():
             return Response(status=status.HTTP_204_NO_CONTENT)
         raise NotFound(f"zarr archive {zarr_id} has no upload batch in progress")
@@ -100,7 +100,7 @@ class UploadView(APIView):
         responses={200: {"type": "array", "items": {"type": "object"}}},
     )
     def post(self, request: Request, zarr_id: str) -> Response:
-        archive = archive_get(zarr_id)
+        archive = archive_get(zarr_id, request.user)
         # Before the body is read: a stranger's 100,000-member body is never parsed.
         require_writer(request.user, archive.dandiset)
         if isinstance(request.data, dict):  # a pack batch (docs/sharded.md)
@@ -115,7 +115,7 @@ class UploadView(APIView):
         return _loose_files_request(batch_start, request, archive)
 
     def delete(self, request: Request, zarr_id: str) -> Response:
-        batch_cancel(user=request.user, archive=archive_get(zarr_id))
+        batch_cancel(user=request.user, archive=archive_get(zarr_id, request.user))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -152,7 +152,7 @@ class UploadAddView(APIView):
         responses={200: {"type": "array", "items": {"type": "object"}}},
     )
     def post(self, request: Request, zarr_id: str) -> Response:
-        archive = archive_get(zarr_id)
+        archive = archive_get(zarr_id, request.user)
         require_writer(request.user, archive.dandiset)  # before the body is read
         return _loose_files_request(batch_files_add, request, archive)
 
@@ -160,8 +160,8 @@ class UploadAddView(APIView):
 class UploadCompleteView(APIView):
     @extend_schema(request=None)
     def post(self, request: Request, zarr_id: str) -> Response:
-        batch = batch_complete(user=request.user, archive=archive_get(zarr_id))
-        archive = annotated_archive_get(zarr_id)
+        batch = batch_complete(user=request.user, archive=archive_get(zarr_id, request.user))
+        archive = annotated_archive_get(zarr_id, request.user)
         return Response(
             {
                 "verified": True,
@@ -177,7 +177,9 @@ class BatchDetailView(APIView):
 
     @extend_schema(responses=BatchSerializer)
     def get(self, request: Request, zarr_id: str, batch_id: str) -> Response:
-        return Response(BatchSerializer(batch_get(archive_get(zarr_id), batch_id)).data)
+        return Response(
+            BatchSerializer(batch_get(archive_get(zarr_id, request.user), batch_id)).data
+        )
 
 
 class PackView(APIView):
@@ -185,7 +187,8 @@ class PackView(APIView):
 
     @extend_schema(request=None, responses={202: ArchiveSerializer})
     def post(self, request: Request, zarr_id: str) -> Response:
-        archive_conversion_start(user=request.user, archive=archive_get(zarr_id))
+        archive_conversion_start(user=request.user, archive=archive_get(zarr_id, request.user))
         return Response(
-            ArchiveSerializer(annotated_archive_get(zarr_id)).data, status=status.HTTP_202_ACCEPTED
+            ArchiveSerializer(annotated_archive_get(zarr_id, request.user)).data,
+            status=status.HTTP_202_ACCEPTED,
         )

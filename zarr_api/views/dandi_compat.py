@@ -63,12 +63,12 @@ class VersionMetadataView(APIView):
     """A version's Dandiset metadata (``GET .../versions/{version}/``)."""
 
     def get(self, request: Request, identifier: str, version: str) -> Response:
-        return Response(version_metadata(version_get(identifier, version)))
+        return Response(version_metadata(version_get(identifier, version, request.user)))
 
 
 class VersionInfoView(APIView):
     def get(self, request: Request, identifier: str, version: str) -> Response:
-        found = version_get(identifier, version)
+        found = version_get(identifier, version, request.user)
         return Response(
             {
                 **version_summary(found),
@@ -81,7 +81,9 @@ class VersionInfoView(APIView):
 
 class AssetInfoView(APIView):
     def get(self, request: Request, identifier: str, version: str, asset_id: str) -> Response:
-        return Response(AssetSerializer(asset_get(identifier, version, asset_id)).data)
+        return Response(
+            AssetSerializer(asset_get(identifier, version, asset_id, request.user)).data
+        )
 
 
 class DandiFilesView(APIView):
@@ -101,7 +103,7 @@ class DandiFilesView(APIView):
     ) -> Response | HttpResponseRedirect | StreamingHttpResponse:
         if "recursive" in request.query_params:  # our client's form before tree/ existed
             return FilesView().get(request, zarr_id, "")
-        archive = archive_get(zarr_id)
+        archive = archive_get(zarr_id, request.user)
         prefix = parse_listing_prefix(request.query_params.get("prefix", ""))
         if query_flag(request.query_params.get("download")):
             node = node_get(archive, prefix) if prefix else None
@@ -139,7 +141,7 @@ class DandiFilesView(APIView):
         responses={200: {"type": "array", "items": {"type": "string"}}},
     )
     def post(self, request: Request, zarr_id: str) -> Response:
-        archive = archive_get(zarr_id)
+        archive = archive_get(zarr_id, request.user)
         require_writer(request.user, archive.dandiset)  # before the body is parsed
         files = parse_dandi_upload_files(request.data)
         targets = open_upload_add(user=request.user, archive=archive, files=files)
@@ -147,7 +149,7 @@ class DandiFilesView(APIView):
 
     @extend_schema(request={"application/json": {"type": "array", "items": {"type": "object"}}})
     def delete(self, request: Request, zarr_id: str) -> Response:
-        archive = archive_get(zarr_id)
+        archive = archive_get(zarr_id, request.user)
         require_writer(request.user, archive.dandiset)  # before the body is parsed
         dandi_files_delete(
             user=request.user, archive=archive, paths=parse_deleted_paths(request.data)
@@ -161,7 +163,7 @@ class FinalizeView(APIView):
 
     @extend_schema(request=None)
     def post(self, request: Request, zarr_id: str) -> Response:
-        done = upload_finalize(user=request.user, archive=archive_get(zarr_id))
+        done = upload_finalize(user=request.user, archive=archive_get(zarr_id, request.user))
         return Response(
             {
                 "batch": done.batch.pk if done.batch else None,

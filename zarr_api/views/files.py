@@ -84,7 +84,7 @@ class FilesView(APIView):
     def get(
         self, request: Request, zarr_id: str, path: str = ""
     ) -> Response | HttpResponseRedirect | StreamingHttpResponse:
-        archive = archive_get(zarr_id)
+        archive = archive_get(zarr_id, request.user)
         problem = directory_problem(path)
         if problem:
             raise ValidationFailed(f"path {path!r} {problem}")
@@ -183,7 +183,7 @@ class FilesView(APIView):
             raise ValidationFailed(
                 f"DELETE takes the paths in the body, at /api/zarr/{zarr_id}/files/"
             )
-        archive = archive_get(zarr_id)
+        archive = archive_get(zarr_id, request.user)
         # Before the body is read: a stranger's body is never parsed.
         require_writer(request.user, archive.dandiset)
         files_delete(user=request.user, archive=archive, paths=parse_deleted_paths(request.data))

@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 from objectstore import ObjectNotFound
 from objectstore.base import strip_etag
 from objectstore.user_bytes import BYTES_TYPE, INERT_HEADERS, content_type, user_bytes_headers
+from zarr_api.authentication import is_authenticated
 from zarr_api.byte_ranges import Unsatisfiable, parse_range
 from zarr_api.exceptions import DomainError, NotFound, ValidationFailed
 from zarr_api.models import ZarrArchive
@@ -70,7 +71,10 @@ def read_only(view: View) -> View:
                 response = JsonResponse(
                     {"detail": error.message, **error.extra}, status=error.status_code
                 )
-        response["Access-Control-Allow-Origin"] = "*"
+        # Any origin may read what anyone may read; an answer to credentials (the only way to
+        # a private archive) is for that reader alone (zarr_api.authentication).
+        if not is_authenticated(request):
+            response["Access-Control-Allow-Origin"] = "*"
         response["Access-Control-Expose-Headers"] = _EXPOSED
         # Everything here is an uploader's bytes or made from them (names in listings).
         for name, value in INERT_HEADERS.items():
@@ -83,7 +87,7 @@ def read_only(view: View) -> View:
 
 @read_only
 def archive_key(request: HttpRequest, zarr_id: str, key: str = "") -> HttpResponseBase:
-    archive = archive_get(zarr_id)
+    archive = archive_get(zarr_id, request.user)
     if key == "" or key.endswith("/"):
         return _directory(request, archive, key.rstrip("/"))
     if (problem := path_problem(key)) is not None:
@@ -181,17 +185,20 @@ class ManifestView(APIView):
         responses={200: {"type": "object"}},
     )
     def get(self, request: Request, zarr_id: str) -> StreamingHttpResponse:
-        archive = archive_get(zarr_id)
+        archive = archive_get(zarr_id, request.user)
         prefix = request.query_params.get("prefix", "").strip("/")
         if (problem := directory_problem(prefix)) is not None:
             raise ValidationFailed(f"prefix {prefix!r} {problem}")
         raw = request.query_params.get("expires_in")
         expires_in = settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+        # A private archive's storage URLs live no longer than upload URLs do.
+        longest = expires_in if archive.dandiset.is_private else manifest.MAX_EXPIRES_IN
         if raw is not None:
-            if not raw.isdigit() or not 1 <= int(raw) <= manifest.MAX_EXPIRES_IN:
+            if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= longest:
                 raise ValidationFailed(
-                    f"expires_in must be a whole number of seconds from 1 to "
-                    f"{manifest.MAX_EXPIRES_IN}, got {raw!r}"
+                    f"expires_in must be a whole number of seconds from 1 to {longest}"
+                    f"{' for a private archive' if archive.dandiset.is_private else ''}, "
+                    f"got {raw!r}"
                 )
             expires_in = int(raw)
         found = manifest.manifest(
