@@ -7,6 +7,7 @@ empty, ``.`` or ``..`` segment: any name is hashable. Storage adds its own limit
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 
 from checksums.listing import ChecksumFormatError
@@ -69,3 +70,58 @@ def directories_above(paths: Iterable[str]) -> set[str]:
             found.add(directory)
             directory = parent(directory)
     return found
+
+
+# --- Names every filesystem people download to can hold -------------------------------------
+# A path the tree can hash may still not survive a download: Windows has device names (CON,
+# nul.txt: any extension), drops a trailing dot or space; macOS and Windows fold case, macOS
+# normalizes Unicode, so two names differing only by those become one file; and bidirectional
+# text controls make a name display as another. New uploads are held to this rule (the service
+# at batch start, the client before it uploads); what archives hold already stays readable.
+_WINDOWS_DEVICES = frozenset(
+    {"CON", "PRN", "AUX", "NUL"}
+    | {f"COM{n}" for n in "123456789"}
+    | {f"LPT{n}" for n in "123456789"}
+)
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def portable_name_problem(name: str) -> str | None:
+    """Why the name ``name`` (one segment) cannot be a file's on every filesystem, or None."""
+    if name.split(".", 1)[0].rstrip(" ").upper() in _WINDOWS_DEVICES:
+        return f"uses {name.split('.', 1)[0]!r}, a name Windows reserves for a device"
+    if name.endswith((".", " ")):
+        return "ends in a dot or a space, which Windows drops"
+    if not _BIDI_CONTROLS.isdisjoint(name):
+        return "contains a bidirectional text control, which makes it display as another name"
+    return None
+
+
+def portable_path_problem(path: str) -> str | None:
+    """Why ``path`` (a valid tree path) has a name that is not portable, or None."""
+    for segment in path.split("/"):
+        if (problem := portable_name_problem(segment)) is not None:
+            return f"has the name {segment!r} that {problem}"
+    return None
+
+
+def folded(name: str) -> str:
+    """What ``name`` becomes where case and Unicode normalization do not tell names apart."""
+    if name.isascii():  # the usual name: normalization changes nothing, casefold is lower
+        return name.lower()
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def folded_clashes(paths: Iterable[str]) -> dict[str, str]:
+    """Paths (files, or the directories above them) that differ from another of ``paths`` only
+    by case or Unicode normalization: each mapped to the first one it clashes with."""
+    seen: dict[tuple[str, str], str] = {}
+    clashes: dict[str, str] = {}
+    for path in sorted({*paths, *directories_above(paths)}):
+        key = (parent(path), folded(basename(path)))
+        first = seen.setdefault(key, path)
+        if first != path:
+            clashes[path] = first
+    return clashes

@@ -48,6 +48,14 @@ from dandizarr.client.storage_gets import (
 Fetch = Callable[[str, dict[str, str], int, Callable[[bytes], None]], Awaitable[Answer]]
 
 
+def temp_path(target: Path, worker: int, index: int = 0) -> Path:
+    """Where a file is written before it is moved into place: beside it, under a name of fixed
+    length (the longest name an archive holds, objectstore.keys.MAX_SEGMENT_BYTES, plus any
+    suffix would not fit in a filesystem's 255 bytes), unique to this process, worker and
+    file."""
+    return target.with_name(f".dandizarr-{os.getpid()}-{worker}-{index}.part")
+
+
 class Downloader:
     def __init__(
         self,
@@ -231,10 +239,7 @@ class Downloader:
             for remote in run:
                 await self._fetch_one(remote, worker, fetch, threads)
             return
-        bodies = [
-            Body(target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{worker}"))
-            for _, target in targets
-        ]
+        bodies = [Body(temp_path(target, worker, i)) for i, (_, target) in enumerate(targets)]
         first, last = run[0], run[-1]
         assert first.download_url is not None and first.shard_offset is not None
         assert last.shard_offset is not None
@@ -297,7 +302,7 @@ class Downloader:
         threads: ThreadPoolExecutor,
     ) -> Body:
         """The file's bytes, verified (not yet on disk); ClientError when every try failed."""
-        tmp = target.with_name(f".{target.name}.dandizarr-{os.getpid()}-{worker}")
+        tmp = temp_path(target, worker)
         if remote.size == 0 and remote.shard_offset is not None:
             # An empty packed file: no bytes in its shard to ask for.
             empty = Body(tmp)

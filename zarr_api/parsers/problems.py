@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
+from checksums.paths import folded_clashes, portable_path_problem
 from zarr_api.exceptions import ValidationFailed
 from zarr_api.paths import path_problem
 
@@ -29,11 +30,20 @@ def check_batch_size(count: int) -> None:
 
 
 def check_paths(paths: Sequence[object]) -> list[str]:
-    """The paths, once each is a valid archive path that appears once in the batch."""
+    """The paths, once each is a valid archive path, with names every filesystem can hold
+    (checksums.paths: portable names, no two differing only by case or normalization), that
+    appears once in the batch."""
     problems: list[Problem] = [
-        {"path": p, "problem": problem} for p in paths if (problem := path_problem(p))
+        {"path": p, "problem": problem}
+        for p in paths
+        if (problem := path_problem(p) or portable_path_problem(str(p)))
     ]
     problems += _repeated(paths)
+    if not problems:
+        problems += [
+            {"path": path, "problem": f"differs from {other!r} only by case or Unicode form"}
+            for path, other in folded_clashes([str(p) for p in paths]).items()
+        ]
     if problems:
         raise invalid("paths", problems)
     return [str(p) for p in paths]

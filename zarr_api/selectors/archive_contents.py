@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from checksums import DirectoryListing, FileState
+from checksums.paths import folded
 from zarr_api.exceptions import NotFound
 from zarr_api.models import Batch, BatchFile, ZarrArchive
 from zarr_api.storage import get_store
@@ -66,6 +67,7 @@ class ArchiveSnapshot:
 
     def __post_init__(self) -> None:
         self._listings: dict[str, DirectoryListing | None] = {}
+        self._folded: dict[str, dict[str, str]] = {}
         self._pending_dirs: set[str] = set()
         for path, state in self.pending.items():
             if state is not None:
@@ -95,6 +97,20 @@ class ArchiveSnapshot:
         parent, name = posixpath.split(path)
         listing = self._listing(parent)
         return listing is not None and name in listing.directories
+
+    def folded_names(self, directory: str) -> dict[str, str]:
+        """The names in ``directory`` (files and directories, pending ones too), keyed by
+        their folded form (checksums.paths.folded); computed once per directory."""
+        if directory not in self._folded:
+            listing = self._listing(directory)
+            names = [*listing.files, *listing.directories] if listing is not None else []
+            names += [
+                posixpath.basename(path)
+                for path, state in self.pending.items()
+                if state is not None and posixpath.dirname(path) == directory
+            ]
+            self._folded[directory] = {folded(name): name for name in names}
+        return self._folded[directory]
 
     def _listing(self, directory: str) -> DirectoryListing | None:
         # Called per path: the usual case (loaded already) is a dict lookup.

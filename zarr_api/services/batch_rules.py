@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from checksums.paths import directories_above, parent
+from checksums.paths import basename, directories_above, folded, parent
 from zarr_api.declarations import FileDeclaration
 from zarr_api.exceptions import Conflict, NotFound, ValidationFailed
 from zarr_api.models import Batch, BatchFile, ZarrArchive
@@ -159,6 +159,19 @@ def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot
             clashing = next(p for p in paths if p.startswith(ancestor + "/"))
             problems.append(
                 {"path": clashing, "problem": f"would be inside {ancestor!r}, which is a file"}
+            )
+    # Names the archive holds in the same directory that a download would make one file of.
+    for path in sorted(batch | ancestors):
+        directory, name = parent(path), basename(path)
+        held = snapshot.folded_names(directory).get(folded(name))
+        if held is not None and held != name:
+            other = f"{directory}/{held}" if directory else held
+            problems.append(
+                {
+                    "path": path,
+                    "problem": f"differs from {other!r} in the archive only by case or "
+                    "Unicode form",
+                }
             )
     if problems:
         raise invalid("paths", problems)
