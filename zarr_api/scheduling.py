@@ -24,6 +24,7 @@ COMPACT_SHARD = "zarr_api.tasks.compact_shard"
 CONVERT_ARCHIVE = "zarr_api.tasks.convert_archive"
 FINISH_UNEMBARGO = "zarr_api.tasks.finish_unembargo"
 SYNC_PUBLIC_READS = "zarr_api.tasks.sync_public_reads"
+END_LOST_WRITERS_BATCHES = "zarr_api.tasks.end_lost_writers_batches"
 
 # Tasks whose loss the periodic ``resume_stalled_tree_updates`` repairs (it requeues the update
 # of every archive with a batch pending too long): if the broker cannot take one, the change

@@ -20,6 +20,7 @@ from zarr_api.services.embargo import (
     public_reads_sync,
     unfinished_releases_finish,
 )
+from zarr_api.services.lost_writers import lost_writers_batches_end
 from zarr_api.services.reconciliation import due_batches_reconcile
 from zarr_api.services.recovery import unfinished_batch_ends_finish
 from zarr_api.services.tree_updates import tree_update_apply
@@ -103,3 +104,9 @@ def finish_unembargoes() -> int:
 def sync_public_reads() -> int:
     """Grant anonymous reads on open archives only (a public bucket)."""
     return public_reads_sync()
+
+
+@shared_task(**RETRIED_ON_ANY_ERROR, retry_backoff_max=300, max_retries=10)
+def end_lost_writers_batches(dandiset_pk: int, *user_pks: int) -> int:
+    """Cancel the open batches of users who can no longer write to the dandiset."""
+    return lost_writers_batches_end(dandiset_pk, *user_pks)

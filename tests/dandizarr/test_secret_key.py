@@ -77,12 +77,17 @@ def _run(code: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     [
         [sys.executable, "-c", "import dandizarr.wsgi"],
         [sys.executable, "-m", "celery", "-A", "dandizarr.celery", "worker", "--pool=solo"],
-        [sys.executable, "-m", "celery", "-A", "dandizarr.celery", "beat", "-s", "/dev/null"],
+        # Beat's schedule file goes in the test's directory: given /dev/null, beat's shelve
+        # replaced the device with a file of its own.
+        [sys.executable, "-m", "celery", "-A", "dandizarr.celery", "beat", "-s", "{tmp}/beat"],
     ],
     ids=["gunicorn-wsgi", "celery-worker", "celery-beat"],
 )
-def test_production_processes_refuse_to_start_without_a_key(command: list[str]) -> None:
-    result = _run(command)
+def test_production_processes_refuse_to_start_without_a_key(
+    command: list[str], tmp_path: Path
+) -> None:
+    result = _run([part.format(tmp=tmp_path) for part in command])
+    assert Path("/dev/null").is_char_device()
     assert result.returncode != 0, result.stdout + result.stderr
     assert "refuses to start: DANDIZARR_SECRET_KEY is not set" in result.stderr, result.stderr
 

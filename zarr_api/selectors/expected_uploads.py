@@ -7,10 +7,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models import Exists, OuterRef, Q
 
 from zarr_api.keys import split_upload_key
-from zarr_api.models import Batch, BatchFile, Shard
+from zarr_api.models import Batch, BatchFile, Dandiset, Shard
 from zarr_api.selectors.lookups import parse_zarr_id
+
+# The batch's uploader may still write to its dandiset (permissions.user_can_write, as a
+# filter): one removed from its owners has URLs that no longer PUT.
+_UPLOADER_MAY_WRITE = Q(batch__user__is_staff=True) | Q(
+    Exists(
+        Dandiset.owners.through.objects.filter(
+            dandiset_id=OuterRef("batch__archive__dandiset_id"), user_id=OuterRef("batch__user_id")
+        )
+    )
+)
 
 
 def upload_expected(key: str, md5: str | None) -> bool:
@@ -27,6 +38,7 @@ def upload_expected(key: str, md5: str | None) -> bool:
         return False
     if kind == "file":
         return BatchFile.objects.filter(
+            _UPLOADER_MAY_WRITE,
             batch__archive__zarr_id=parsed,
             batch__state=Batch.State.OPEN,
             batch__kind=Batch.Kind.UPLOAD,
@@ -34,6 +46,7 @@ def upload_expected(key: str, md5: str | None) -> bool:
             **same_md5,
         ).exists()
     return Shard.objects.filter(
+        _UPLOADER_MAY_WRITE,
         archive__zarr_id=parsed,
         key=key,
         batch__state=Batch.State.OPEN,
