@@ -34,6 +34,17 @@ class ObjectStoreError(Exception):
     """Base class of storage errors."""
 
 
+class StorageFull(ObjectStoreError):
+    """Storage has no room left for the object (a full volume, a quota)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+    def __str__(self) -> str:
+        return f"storage is full: no room for {self.key}"
+
+
 class ObjectNotFound(ObjectStoreError, KeyError):
     """The key does not exist."""
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from objectstore.base import ObjectInfo, ObjectNotFound, ObjectStoreError
+from objectstore.base import ObjectInfo, ObjectNotFound, ObjectStoreError, StorageFull
 from objectstore.keys import RESERVED_PREFIX, SIDECAR_PREFIX, key_problem
 
 TEMP_PREFIX = RESERVED_PREFIX + "tmp-"
@@ -182,8 +183,9 @@ def stage(
             mtime = _unique_mtime_ns()
             os.utime(handle.fileno(), ns=(mtime, mtime))
             st = os.fstat(handle.fileno())
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        raise_if_full(error, key)
         raise
     meta: dict[str, Any] = {"md5": digest, "identity": _identity(st)}
     if content_type:
@@ -205,10 +207,21 @@ def publish(staged: Staged, *, sidecar: bool = True) -> ObjectInfo:
             # Keys below it appeared meanwhile; the sidecar would keep their parent alive.
             meta_path(path).unlink(missing_ok=True)
             raise ObjectStoreError(f"{staged.key}: keys below it exist") from error
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        raise_if_full(error, staged.key)
         raise
     return staged.info
+
+
+# A full volume, a user's quota: the write can only succeed once room is made.
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def raise_if_full(error: BaseException, key: str) -> None:
+    """StorageFull, from ``error``, when it says the filesystem has no room."""
+    if isinstance(error, OSError) and error.errno in _NO_ROOM:
+        raise StorageFull(key) from error
 
 
 def _temp_file_for(key: str, path: Path) -> tuple[int, str]:

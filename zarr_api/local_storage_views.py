@@ -16,7 +16,7 @@ from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBas
 from django.views.decorators.csrf import csrf_exempt
 
 from objectstore import ObjectNotFound, ObjectStoreError
-from objectstore.base import md5_hex_from_content_md5
+from objectstore.base import StorageFull, md5_hex_from_content_md5
 from objectstore.local import BadDigest, InvalidKey, LocalObjectStore
 from objectstore.signing import Verdict, Verified
 from objectstore.user_bytes import BYTES_TYPE, user_bytes_headers
@@ -137,6 +137,11 @@ def _store_body(
             return s3_error(400, "IncompleteBody", "fewer bytes than Content-Length", key)
         return s3_error(
             400, "BadDigest", "The Content-MD5 you specified did not match what we received", key
+        )
+    except StorageFull:
+        # 507, S3's error shape: clients give up (not a transient 5xx) and say why.
+        return s3_error(
+            507, "InsufficientStorage", "The storage volume is full; nothing was stored", key
         )
     except ObjectStoreError as error:
         return s3_error(409, "KeyConflict", str(error), key)

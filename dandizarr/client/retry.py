@@ -29,7 +29,14 @@ TRANSIENT_EXCEPTIONS: tuple[type[BaseException], ...] = (
 )
 
 
+# 5xx statuses that say "this will not work again soon": storage full (507), a method or
+# version the server will never take (501, 505). Retrying them only delays the error.
+FINAL_SERVER_STATUSES = frozenset({501, 505, 507})
+
+
 def is_transient_status(status: int) -> bool:
+    if status in FINAL_SERVER_STATUSES:
+        return False
     return status in TRANSIENT_STATUSES or 500 <= status < 600
 
 

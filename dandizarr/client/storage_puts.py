@@ -5,6 +5,7 @@ failure is transient. What storage answered becomes a ``PutOutcome``."""
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -114,7 +115,23 @@ def refused(item: _Item, response: HttpReply) -> PutOutcome[_Item]:
     text = response.text.strip().replace("\n", " ")[:200]
     if _storage_refused(response):
         return PutOutcome(item, PutStatus.EXPIRED, f"HTTP {response.status_code}: {text}")
+    if response.status_code == 507:
+        return PutOutcome(
+            item,
+            PutStatus.FAILED,
+            f"storage is full (HTTP 507 {storage_error(response.text)}); free space on the "
+            "server's storage, then run the upload again: it resumes",
+        )
     return PutOutcome(item, PutStatus.FAILED, f"HTTP {response.status_code}: {text}")
+
+
+def storage_error(body: str) -> str:
+    """``Code: Message`` of an S3-style XML error body, or the body's start."""
+    code = re.search(r"<Code>([^<]*)</Code>", body)
+    message = re.search(r"<Message>([^<]*)</Message>", body)
+    if code is None:
+        return body.strip()[:200]
+    return f"{code.group(1)}: {message.group(1)}" if message else code.group(1)
 
 
 class StoragePuts:
