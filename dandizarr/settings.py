@@ -9,6 +9,7 @@ Production sets ``DATABASE_URL`` (PostgreSQL), ``CELERY_BROKER_URL`` (Redis) and
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -112,6 +113,7 @@ INSTALLED_APPS = [
     "dandizarr.apps.DandizarrConfig",
     "drf_spectacular_sidecar",
     "csp",
+    "axes",
     "zarr_api",
 ]
 
@@ -125,9 +127,27 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: counts failed logins, answers 429 while one is locked out.
+    "axes.middleware.AxesMiddleware",
 ]
 if USER_CONTENT_HOST:
     MIDDLEWARE.insert(0, "dandizarr.user_content_host.UserContentHostMiddleware")
+
+# --- Login attempts (django-axes) -------------------------------------------------------------
+# /admin/login/: after DANDIZARR_LOGIN_FAILURE_LIMIT failures an account, and apart from that
+# an address, is locked out for DANDIZARR_LOGIN_COOLOFF_MINUTES (429). The address is the
+# connection's own unless a TLS proxy is trusted (a client could send X-Forwarded-For itself).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("DANDIZARR_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("DANDIZARR_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+# API tokens that do not exist are limited per address too (DANDIZARR_TOKEN_FAILURE_RATE, in
+# REST_FRAMEWORK's throttle rates: zarr_api.authentication).
 
 # --- Browser security ------------------------------------------------------------------------
 # The pages: scripts, styles and images from this origin only (no inline script or style), no
@@ -161,6 +181,7 @@ CSRF_COOKIE_SECURE = HTTPS
 SECURE_HSTS_SECONDS = env_int("DANDIZARR_HSTS_SECONDS", 31536000 if HTTPS else 0)
 if env_bool("DANDIZARR_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
 
 ROOT_URLCONF = "dandizarr.urls"
 WSGI_APPLICATION = "dandizarr.wsgi.application"
@@ -233,6 +254,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "expensive_anon": env_str("DANDIZARR_THROTTLE_ANON", "300/min"),
         "expensive_user": env_str("DANDIZARR_THROTTLE_USER", "1200/min"),
+        "token_failures": env_str("DANDIZARR_TOKEN_FAILURE_RATE", "30/min"),
     },
 }
 

@@ -13,12 +13,15 @@ Everything answered to an authenticated request may hold private data: it is mar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.settings import api_settings
+from rest_framework.throttling import AnonRateThrottle
 
 
 def sends_credentials(request: HttpRequest) -> bool:
@@ -30,15 +33,56 @@ def is_authenticated(request: HttpRequest) -> bool:
     return bool(user is not None and user.is_authenticated)
 
 
+class TokenFailureThrottle(AnonRateThrottle):
+    """Tokens that do not exist, counted per address: past the rate, 429 until it falls."""
+
+    scope = "token_failures"
+
+    def get_rate(self) -> str | None:
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return None if rate is None else str(rate)
+
+    def exhausted(self, request: HttpRequest) -> float | None:
+        """Seconds to wait while the address is over the rate (nothing counted), else None."""
+        key = self.get_cache_key(request, None)  # type: ignore[arg-type]
+        if key is None or self.rate is None:
+            return None
+        limit, duration = self.parse_rate(self.rate)
+        if limit is None or duration is None:
+            return None
+        now = self.timer()
+        recent = [t for t in self.cache.get(key, []) if t > now - duration]
+        if len(recent) < limit:
+            return None
+        return duration - (now - recent[-1]) if recent else float(duration)
+
+    def record(self, request: HttpRequest) -> None:
+        self.allow_request(request, None)  # type: ignore[arg-type]
+
+
+def _locked_out(wait: float) -> JsonResponse:
+    seconds = max(1, math.ceil(wait))
+    response = JsonResponse(
+        {"detail": f"too many invalid tokens from this address; try again in {seconds} s"},
+        status=429,
+    )
+    response["Retry-After"] = str(seconds)
+    return response
+
+
 class TokenUserMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if not is_authenticated(request) and sends_credentials(request):
+            failures = TokenFailureThrottle()
+            if (wait := failures.exhausted(request)) is not None:
+                return _locked_out(wait)
             try:
                 found = TokenAuthentication().authenticate(request)  # type: ignore[arg-type]
             except AuthenticationFailed as error:
+                failures.record(request)
                 refused = JsonResponse({"detail": str(error.detail)}, status=401)
                 refused["WWW-Authenticate"] = "Token"
                 return refused

@@ -163,3 +163,17 @@ def test_the_user_content_host_serves_user_bytes_only(settings: Any, hostile_arc
         assert response.status_code == 404, url
         assert "user-content host" in response.json()["detail"]
     assert Client().get("/api/info/").status_code == 200
+
+
+def test_only_staff_or_the_machine_itself_see_the_token_path(
+    admin_actor: Actor, transactional_db: None
+) -> None:
+    from django.conf import settings
+
+    token_path = str(settings.DATA_DIR / "admin-token")
+    assert token_path in Client(REMOTE_ADDR="127.0.0.1").get("/").content.decode()
+    stranger = Client(REMOTE_ADDR="203.0.113.7").get("/").content.decode()
+    assert token_path not in stranger and str(settings.DATA_DIR) not in stranger
+    staff = Client(REMOTE_ADDR="203.0.113.7")
+    staff.force_login(admin_actor.user)
+    assert token_path in staff.get("/").content.decode()

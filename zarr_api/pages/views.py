@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -37,6 +38,20 @@ def _not_found_as_404(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
     return require_safe(wrapper)
 
 
+def _sees_server_paths(request: HttpRequest) -> bool:
+    """Whether the page may show where the server keeps its files (the admin token's path):
+    to staff, and to a request from this very machine; behind a proxy (DANDIZARR_TLS_PROXY)
+    every request comes from the proxy's address, so there to staff alone."""
+    if request.user.is_authenticated and request.user.is_staff:
+        return True
+    if getattr(settings, "SECURE_PROXY_SSL_HEADER", None):
+        return False
+    try:
+        return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback
+    except ValueError:
+        return False
+
+
 def _service_url(request: HttpRequest) -> str:
     """This service's address, as the browser reached it."""
     return request.build_absolute_uri("/").rstrip("/")
@@ -62,7 +77,9 @@ def home(request: HttpRequest) -> HttpResponse:
         {
             "version": settings.DANDIZARR_VERSION,
             "service_url": _service_url(request),
-            "token_path": settings.DATA_DIR / "admin-token",
+            "token_path": settings.DATA_DIR / "admin-token"
+            if _sees_server_paths(request)
+            else None,
             "dandisets": dandisets,
             "example_dandiset": dandisets[0].identifier if dandisets else "000001",
         },
