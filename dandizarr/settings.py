@@ -270,6 +270,18 @@ SPECTACULAR_SETTINGS = {
 # The version /api/info/ reports (the app does not import the client package for it).
 DANDIZARR_VERSION = __version__
 
+# Django's cache: the expensive reads' rate counts (zarr_api.throttles), cached previews. One
+# process's memory by default (`dandizarr serve` is one process); several web workers share
+# counts only through a shared cache: DANDIZARR_CACHE_URL=redis://host:6379/1.
+_CACHE_URL = env("DANDIZARR_CACHE_URL")
+if _CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _CACHE_URL,
+        }
+    }
+
 # --- Object storage --------------------------------------------------------------------------
 DANDIZARR_STORAGE = env_str("DANDIZARR_STORAGE", "local")
 if DANDIZARR_STORAGE not in {"local", "s3"}:
