@@ -14,6 +14,7 @@ from pathlib import Path
 
 import requests
 
+from bench.s3_env import archive_created
 from checksums import DirectoryEntry, DirectoryListing, FileEntry, encode_checksum_file
 from tests.support.processes import serve_process
 from zarr_api.keys import checksum_key
@@ -33,13 +34,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, serve_process(Path(tmp) / "var") as (url, token):
         session = requests.Session()
         session.headers["Authorization"] = f"Token {token}"
-        dandiset = session.post(f"{url}/api/dandisets/", json={"name": "bench"}, timeout=30)
-        created = session.post(
-            f"{url}/api/zarr/",
-            json={"name": "big.zarr", "dandiset": dandiset.json()["identifier"]},
-            timeout=30,
-        ).json()
-        zarr_id = created["zarr_id"]
+        zarr_id = archive_created(session, url, "big.zarr")
         listing = DirectoryListing()
         for i in range(FILES):
             listing.set_file(FileEntry(f"{i:06d}", "0" * 32, i))

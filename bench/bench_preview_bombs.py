@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import tempfile
 import time
 import zlib
@@ -21,7 +20,7 @@ from pathlib import Path
 import requests
 import zstandard
 
-from tests.support.processes import serve_process
+from bench.s3_env import archive_created, local_service, rss_mb
 
 BOMB = 1 << 30
 
@@ -70,37 +69,14 @@ def _files() -> dict[str, bytes]:
     }
 
 
-def _worker_memory(port: int) -> tuple[int, int]:
-    """(VmRSS, VmHWM) in MB of the serve process on ``port`` that holds the most memory."""
-    best = (0, 0)
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            if f"DANDIZARR_PORT={port}".encode() not in environ:
-                continue
-            status = dict(
-                line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-            )
-        except OSError:
-            continue
-        rss, hwm = (int(status[k].split()[0]) // 1024 for k in ("VmRSS", "VmHWM"))
-        best = max(best, (rss, hwm))
-    return best
-
-
 def main() -> None:
     files = _files()
     print("attack files:", ", ".join(f"{p} {len(b):,} B" for p, b in files.items()))
-    with tempfile.TemporaryDirectory() as tmp, serve_process(Path(tmp) / "var") as (url, token):
-        port = int(url.rsplit(":", 1)[1])
+    with tempfile.TemporaryDirectory() as tmp, local_service(Path(tmp) / "var") as service:
+        url, token, pid = service
         session = requests.Session()
         session.headers["Authorization"] = f"Token {token}"
-        dandiset = session.post(f"{url}/api/dandisets/", json={"name": "bombs"}, timeout=30)
-        zarr_id = session.post(
-            f"{url}/api/zarr/",
-            json={"name": "bombs.zarr", "dandiset": dandiset.json()["identifier"]},
-            timeout=30,
-        ).json()["zarr_id"]
+        zarr_id = archive_created(session, url, "bombs.zarr")
         targets = session.post(
             f"{url}/api/zarr/{zarr_id}/upload/",
             json=[{"path": p, "etag": hashlib.md5(b).hexdigest()} for p, b in files.items()],
@@ -115,8 +91,8 @@ def main() -> None:
         session.post(f"{url}/api/zarr/{zarr_id}/upload/complete/", timeout=60).raise_for_status()
         anonymous = requests.Session()
         anonymous.get(f"{url}/archives/{zarr_id}/", timeout=60).raise_for_status()
-        before = _worker_memory(port)
-        print(f"service worker before: RSS {before[0]} MB, peak {before[1]} MB")
+        before = rss_mb(pid)
+        print(f"service before: RSS {before[0]:.0f} MB, peak {before[1]:.0f} MB")
         for array in ("grid", "zstd", "zstd-streamed", "gzip"):
             for attempt in ("first", "again"):
                 started = time.perf_counter()
@@ -124,9 +100,10 @@ def main() -> None:
                     f"{url}/archives/{zarr_id}/preview.png?array={array}", timeout=120
                 )
                 elapsed = time.perf_counter() - started
-                rss, peak = _worker_memory(port)
+                rss, peak = rss_mb(pid)
                 print(
                     f"  {array:14} {attempt:5} {answer.status_code} in {elapsed * 1000:7.1f} ms;"
-                    f" RSS {rss} MB (+{rss - before[0]}), peak {peak} MB (+{peak - before[1]}):"
+                    f" RSS {rss:.0f} MB (+{rss - before[0]:.0f}), peak {peak:.0f} MB"
+                    f" (+{peak - before[1]:.0f}):"
                     f" {answer.text[:90]!r}"
                 )

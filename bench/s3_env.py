@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import requests
+
 from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
 from dandizarr.client.digests import content_md5
 from objectstore.s3 import S3ObjectStore
@@ -145,6 +147,29 @@ def server_share(service: S3Service) -> Iterator[list[ServerShare]]:
     lines = log.read_text().splitlines()[start_lines:] if log.exists() else []
     micros = [int(line.rsplit(" ", 1)[1]) for line in lines if line.rsplit(" ", 1)[-1].isdigit()]
     result.append(ServerShare(cpu, len(micros), sum(micros) / 1e6))
+
+
+def archive_created(session: requests.Session, url: str, name: str) -> str:
+    """A new dandiset with one archive ``name`` in it, by ``session``'s user: the zarr_id."""
+    dandiset = session.post(f"{url}/api/dandisets/", json={"name": name}, timeout=30)
+    created = session.post(
+        f"{url}/api/zarr/",
+        json={"name": name, "dandiset": dandiset.json()["identifier"]},
+        timeout=30,
+    )
+    created.raise_for_status()
+    return str(created.json()["zarr_id"])
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """A live process's resident set now and at its peak (VmRSS, VmHWM), in MB."""
+    try:
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+    except OSError:
+        return 0.0, 0.0
+    return tuple(int(status[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))  # type: ignore[return-value]
 
 
 def peak_rss_mb(pid: int) -> float:
