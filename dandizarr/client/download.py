@@ -17,6 +17,7 @@ resumes.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import threading
 import time
@@ -48,12 +49,13 @@ from dandizarr.client.storage_gets import (
 Fetch = Callable[[str, dict[str, str], int, Callable[[bytes], None]], Awaitable[Answer]]
 
 
-def temp_path(target: Path, worker: int, index: int = 0) -> Path:
+def temp_path(target: Path, worker: int) -> Path:
     """Where a file is written before it is moved into place: beside it, under a name of fixed
     length (the longest name an archive holds, objectstore.keys.MAX_SEGMENT_BYTES, plus any
     suffix would not fit in a filesystem's 255 bytes), unique to this process, worker and
-    file."""
-    return target.with_name(f".dandizarr-{os.getpid()}-{worker}-{index}.part")
+    file (a digest of its name: a worker has several files of a directory in flight)."""
+    name = hashlib.sha256(os.fsencode(target.name)).hexdigest()[:20]
+    return target.with_name(f".dandizarr-{os.getpid()}-{worker}-{name}.part")
 
 
 class Downloader:
@@ -239,7 +241,7 @@ class Downloader:
             for remote in run:
                 await self._fetch_one(remote, worker, fetch, threads)
             return
-        bodies = [Body(temp_path(target, worker, i)) for i, (_, target) in enumerate(targets)]
+        bodies = [Body(temp_path(target, worker)) for _, target in targets]
         first, last = run[0], run[-1]
         assert first.download_url is not None and first.shard_offset is not None
         assert last.shard_offset is not None
