@@ -89,10 +89,8 @@ def run(host: str, port: int) -> None:
         {
             "bind": [bind_address(host, port)],
             "workers": 1,
-            # gthread, but a thread only for a request whose head has arrived (slowloris).
-            "worker_class": "dandizarr.httpworker.HeadFirstThreadWorker",
+            "worker_class": "gthread",
             "threads": THREADS,
-            "worker_connections": settings.DANDIZARR_MAX_CONNECTIONS,
             "graceful_timeout": GRACEFUL_SECONDS,
             "accesslog": settings.ACCESS_LOG,
             "access_log_format": ACCESS_LOG_FORMAT,

@@ -75,9 +75,6 @@ PORT = env_int("DANDIZARR_PORT", 8000)
 # Where `dandizarr serve` writes its access log ("-": standard output); each line ends with the
 # request's time in microseconds (the benchmarks sum them).
 ACCESS_LOG = env_str("DANDIZARR_ACCESS_LOG", "-")
-# Connections `dandizarr serve` keeps open at once (slow clients included: dandizarr.httpworker);
-# past it, new ones wait to be accepted.
-DANDIZARR_MAX_CONNECTIONS = env_int("DANDIZARR_MAX_CONNECTIONS", 1000)
 # The address clients use to reach this service; the local storage backend's presigned URLs
 # point here.
 PUBLIC_URL = env_str("DANDIZARR_PUBLIC_URL", f"http://{HOST}:{PORT}").rstrip("/")
