@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import selectors
 import socket
 import time
@@ -79,7 +80,7 @@ class ClientTooSlow(BadRequest):
 
 
 def error_reply(status: int, reason: str, detail: str) -> bytes:
-    body = ('{"detail": "%s"}' % detail).encode()
+    body = json.dumps({"detail": detail}).encode()
     return (
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -119,9 +120,7 @@ class PacedUnreader(SocketUnreader):
         try:
             data = self.sock.recv(self.mxchunk)
         except TimeoutError:
-            raise ClientTooSlow(
-                f"no bytes of the request within {allowance:.1f} s"
-            ) from None
+            raise ClientTooSlow(f"no bytes of the request within {allowance:.1f} s") from None
         finally:
             self.waited += time.monotonic() - started
             if self.socket_timeout != self.timeout:
@@ -135,6 +134,11 @@ class PacedUnreader(SocketUnreader):
 class PacedConnection(TConn):
     """A connection whose head is read in the loop (``head``), then served by a thread with
     timed reads."""
+
+    # gthread's attributes (it sets them untyped): the socket, TLS-wrapped or not, and the
+    # parser made by the first init_paced.
+    sock: socket.socket
+    parser: Any
 
     def __init__(self, cfg: Any, sock: socket.socket, client: Any, server: Any) -> None:
         super().__init__(cfg, sock, client, server)
