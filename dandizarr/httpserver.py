@@ -1,4 +1,5 @@
-"""The HTTP server of ``dandizarr serve``: gunicorn (one process, threads), replies sent at once.
+"""The HTTP server of ``dandizarr serve``: gunicorn (one process, threads), replies sent at once,
+slow clients cut off (``dandizarr.gunicorn_worker``).
 
 A reply's headers and body are written in separate ``send`` calls (gunicorn, like Django's
 development server and ``wsgiref``). With Nagle's algorithm on, the body would wait for the
@@ -22,6 +23,7 @@ from django.core.servers.basehttp import ThreadedWSGIServer
 from django.urls import get_resolver
 from gunicorn.app.base import BaseApplication
 
+from dandizarr.gunicorn_worker import HeadFirstThreadWorker
 from zarr_api.background import WORKER, start_periodic_tasks
 from zarr_api.storage import get_store
 
@@ -89,7 +91,8 @@ def run(host: str, port: int) -> None:
         {
             "bind": [bind_address(host, port)],
             "workers": 1,
-            "worker_class": "gthread",
+            # gthread, with request heads read in its loop: slow clients hold no thread.
+            "worker_class": HeadFirstThreadWorker,
             "threads": THREADS,
             "graceful_timeout": GRACEFUL_SECONDS,
             "accesslog": settings.ACCESS_LOG,

@@ -75,6 +75,13 @@ PORT = env_int("DANDIZARR_PORT", 8000)
 # Where `dandizarr serve` writes its access log ("-": standard output); each line ends with the
 # request's time in microseconds (the benchmarks sum them).
 ACCESS_LOG = env_str("DANDIZARR_ACCESS_LOG", "-")
+# Slow clients (dandizarr/gunicorn_worker.py): a request head must arrive within this time; a
+# body read may wait this long, and a body must average the rate; open connections per web
+# worker process.
+HEADER_TIMEOUT_SECONDS = env_int("DANDIZARR_HEADER_TIMEOUT_SECONDS", 10)
+BODY_TIMEOUT_SECONDS = env_int("DANDIZARR_BODY_TIMEOUT_SECONDS", 30)
+BODY_MIN_BYTES_PER_SECOND = env_int("DANDIZARR_BODY_MIN_BYTES_PER_SECOND", 1024)
+MAX_CONNECTIONS = env_int("DANDIZARR_MAX_CONNECTIONS", 1000)
 # The address clients use to reach this service; the local storage backend's presigned URLs
 # point here.
 PUBLIC_URL = env_str("DANDIZARR_PUBLIC_URL", f"http://{HOST}:{PORT}").rstrip("/")

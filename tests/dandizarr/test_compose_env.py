@@ -139,3 +139,16 @@ def test_the_compose_environment_configures_s3_postgres_and_redis() -> None:
         "secret": "a-secret-from-the-host",
         "debug": False,
     }
+
+
+def test_production_gunicorn_cuts_off_slow_clients() -> None:
+    """The web service runs the worker of ``dandizarr serve`` (dandizarr.gunicorn_config), not
+    gunicorn's sync worker, which any slow client holds (tests/dandizarr/
+    test_serve_slow_clients_live.py shows the worker's limits)."""
+    config = "-c python:dandizarr.gunicorn_config"
+    assert config in " ".join(load_compose()["services"]["web"]["command"])
+    dockerfile = (REPO / "Dockerfile").read_text()
+    cmd = json.loads(dockerfile.split("\nCMD ", 1)[1].splitlines()[0])
+    assert config in " ".join(cmd)
+    gunicorn_config = importlib.import_module("dandizarr.gunicorn_config")
+    assert gunicorn_config.worker_class.__name__ == "HeadFirstThreadWorker"

@@ -91,3 +91,16 @@ def celery_worker_command(*extra: str, loglevel: str = "INFO") -> list[str]:
         "--without-mingle",
         *extra,
     ]
+
+
+def accepted_connections(url: str) -> int:
+    """The established TCP connections to ``url``'s port that a process has accepted (``ss``
+    names their owner; those still in the listen backlog have none)."""
+    port = url.rsplit(":", 1)[1]
+    out = subprocess.run(
+        ["ss", "-Htnp", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sum("pid=" in line for line in out.splitlines())

@@ -271,6 +271,8 @@ class Production:
                 "-m",
                 "gunicorn",
                 "dandizarr.wsgi",
+                "-c",
+                "python:dandizarr.gunicorn_config",
                 "--bind",
                 f"127.0.0.1:{self.port}",
                 "--workers",
