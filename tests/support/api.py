@@ -130,8 +130,13 @@ def expected_upload(path: str, md5_hex: str) -> str:
     """The key of ``path`` in a new archive whose open upload batch expects it with
     ``md5_hex``: the only PUTs the local storage endpoint accepts."""
     dandiset = Dandiset.objects.create(name="object store tests")
+    # Its uploader an owner: the endpoint takes PUTs only of batches whose uploader may write.
+    uploader = User.objects.create_user(f"uploader-{dandiset.pk}")
+    dandiset.owners.add(uploader)
     archive = ZarrArchive.objects.create(name="a.zarr", dandiset=dandiset)
-    batch = Batch.objects.create(archive=archive, kind=Batch.Kind.UPLOAD, state=Batch.State.OPEN)
+    batch = Batch.objects.create(
+        archive=archive, kind=Batch.Kind.UPLOAD, state=Batch.State.OPEN, user=uploader
+    )
     BatchFile.objects.create(batch=batch, path=path, md5=md5_hex)
     return file_key(archive.zarr_id, path)
 
