@@ -20,4 +20,4 @@ USER dandizarr
 EXPOSE 8000
 
 # docker-compose.yml sets the command per service (web migrates first).
-CMD ["gunicorn", "dandizarr.wsgi", "-c", "python:dandizarr.gunicorn_config", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]
+CMD ["gunicorn", "dandizarr_server.wsgi", "-c", "python:dandizarr_server.gunicorn_config", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]

@@ -55,6 +55,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
+	$(BIN)/lint-imports
 
 # The transfer tools the S3 benchmarks compare with (s5cmd, rclone, aws s3), in a venv of their
 # own: awscli pins a botocore of its own.

@@ -24,7 +24,7 @@ def _setup_django(data_dir: str) -> None:
     os.environ["DANDIZARR_STORAGE"] = "local"
     os.environ.pop("CELERY_BROKER_URL", None)
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{data_dir}/bench.sqlite3")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "dandizarr.settings"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "dandizarr_server.settings"
     import django
     from django.core.management import call_command
 
@@ -40,9 +40,9 @@ def _md5(data: bytes) -> str:
 
 def _seed(archive: Any, paths: list[str]) -> None:
     """Write the files and their .checksum tree (as an audit would) without 100k API calls."""
-    from checksums import compute_tree, encode_checksum_file
-    from zarr_api.keys import checksum_key
-    from zarr_api.storage import get_store
+    from dandizarr.checksums import compute_tree, encode_checksum_file
+    from dandizarr_server.zarr_api.keys import checksum_key
+    from dandizarr_server.zarr_api.storage import get_store
 
     store = get_store()
     body = b"x" * 64
@@ -73,12 +73,12 @@ def _seed(archive: Any, paths: list[str]) -> None:
 def _run(layout: str, paths: list[str], new_paths: list[list[str]]) -> None:
     from django.contrib.auth.models import User
 
-    from zarr_api.declarations import FileDeclaration
-    from zarr_api.models import Batch
-    from zarr_api.services.dandisets import archive_create, dandiset_create
-    from zarr_api.services.upload_batches import batch_complete, batch_start
-    from zarr_api.storage import get_store
-    from zarr_api.tree import StorageChecksumTree
+    from dandizarr_server.zarr_api.declarations import FileDeclaration
+    from dandizarr_server.zarr_api.models import Batch
+    from dandizarr_server.zarr_api.services.dandisets import archive_create, dandiset_create
+    from dandizarr_server.zarr_api.services.upload_batches import batch_complete, batch_start
+    from dandizarr_server.zarr_api.storage import get_store
+    from dandizarr_server.zarr_api.tree import StorageChecksumTree
 
     user, _ = User.objects.get_or_create(username=f"bench-{layout}", is_staff=True)
     dandiset = dandiset_create(user=user, name=layout)

@@ -52,7 +52,7 @@ def _peak_mb() -> float:
 
 
 def run_compute_case(name: str, with_callback: bool) -> dict[str, object]:
-    from checksums import DirectoryListing, compute_tree
+    from dandizarr.checksums import DirectoryListing, compute_tree
 
     make, count = CASES[name]
     directories = 0
@@ -82,7 +82,7 @@ def run_generation_case(name: str) -> dict[str, object]:
 
 
 def run_apply_case(layout: str) -> dict[str, object]:
-    from checksums import FileState, MemoryChecksumTree, apply_changes
+    from dandizarr.checksums import FileState, MemoryChecksumTree, apply_changes
 
     rng = random.Random(0)
     if layout == "nested":  # 0/i/j/k with 100,000 files: 10 x 100 x 100

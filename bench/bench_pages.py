@@ -15,9 +15,9 @@ from pathlib import Path
 import requests
 
 from bench.s3_env import archive_created
-from checksums import DirectoryEntry, DirectoryListing, FileEntry, encode_checksum_file
+from dandizarr.checksums import DirectoryEntry, DirectoryListing, FileEntry, encode_checksum_file
+from dandizarr_server.zarr_api.keys import checksum_key
 from tests.support.processes import serve_process
-from zarr_api.keys import checksum_key
 
 FILES = 100_000
 

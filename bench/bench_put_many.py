@@ -1,6 +1,6 @@
 """``S3ObjectStore.put_many`` of a tree update's ``.checksum`` files (112 JSON objects of ~2 KB,
 as ~10,000 files in 100 directories make) on SeaweedFS: presigned PUTs over the client's
-connections (``objectstore.s3_puts``) against a boto3 ``put_object`` each (the generic
+connections (``dandizarr.objectstore.s3_puts``) against a boto3 ``put_object`` each (the generic
 ``ObjectStore.put_many``), both on the store's pool. CPU is the process's (every thread), the
 median of ``BENCH_PUT_MANY_ROUNDS`` rounds; a server has 2 cores and the client waits.
 """
@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from objectstore.base import ObjectStore
-from objectstore.s3 import S3ObjectStore
+from dandizarr.objectstore.base import ObjectStore
+from dandizarr.objectstore.s3 import S3ObjectStore
 from tests.support.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3
 
 OBJECTS = 112

@@ -28,7 +28,7 @@ BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
 def _codec_json() -> dict[str, Any]:
-    from sharding.array import sharding_codec
+    from dandizarr.sharding.array import sharding_codec
 
     return sharding_codec((CHUNK,) * 3, [BYTES, ZSTD])
 
@@ -65,8 +65,8 @@ class Ours(Library):
     name = "ours"
 
     def create(self, path: Path) -> None:
-        from sharding.array import Array
-        from sharding.store import DirectoryStore
+        from dandizarr.sharding.array import Array
+        from dandizarr.sharding.store import DirectoryStore
 
         self.path = path
         self.array = Array.create(
@@ -81,8 +81,8 @@ class Ours(Library):
         self.array[...] = data
 
     def read(self) -> np.ndarray:
-        from sharding.array import Array
-        from sharding.store import DirectoryStore
+        from dandizarr.sharding.array import Array
+        from dandizarr.sharding.store import DirectoryStore
 
         # Reopen: a cold index cache, like a new reader process.
         self.array = Array.open(DirectoryStore(self.path))

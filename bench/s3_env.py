@@ -23,7 +23,7 @@ import requests
 
 from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
 from dandizarr.client.digests import content_md5
-from objectstore.s3 import S3ObjectStore
+from dandizarr.objectstore.s3 import S3ObjectStore
 from tests.support.processes import serve_process
 from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
 

@@ -11,12 +11,16 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
 from dandizarr import __version__
-from dandizarr.commands import checksum, convert, download, ls, serve, upload
+from dandizarr.commands import checksum, convert, download, ls, upload
 from dandizarr.commands.errors import CommandError
 
-COMMAND_MODULES = (serve, checksum, upload, download, ls, convert)
+COMMAND_MODULES = (checksum, upload, download, ls, convert)
+# Subcommands other packages add (``serve``, from ``dandizarr_server``): each entry point of this
+# group is a ``register(subparsers)`` function.
+PLUGIN_GROUP = "dandizarr.commands"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dandizarr {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
+    for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        plugin.load()(subparsers)
     for module in COMMAND_MODULES:
         module.register(subparsers)
     return parser

@@ -11,7 +11,7 @@ import pytest
 from django.test.testcases import LiveServerThread
 from moto.server import ThreadedMotoServer
 
-from dandizarr.httpserver import NoDelayThreadedWSGIServer
+from dandizarr_server.httpserver import NoDelayThreadedWSGIServer
 from tests.support.seaweedfs import SeaweedS3
 
 # Credentials for moto only; set before any boto3 client exists.
@@ -87,7 +87,7 @@ def seaweedfs_bucket(seaweedfs: SeaweedS3) -> str:
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Iterator[None]:
     """Each test starts with an empty Django cache: the expensive reads' rate counts
-    (zarr_api.throttles) and cached previews of one test never reach the next."""
+    (dandizarr_server.zarr_api.throttles) and cached previews of one test never reach the next."""
     from django.core.cache import cache
 
     cache.clear()

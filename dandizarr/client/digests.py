@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable
 
-from checksums import compute_tree
+from dandizarr.checksums import compute_tree
 
 
 def content_md5(md5_hex: str) -> str:

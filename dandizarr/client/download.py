@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 
 import requests
 
-from checksums.local import md5_file
+from dandizarr.checksums.local import md5_file
 from dandizarr.client.api import ApiClient
 from dandizarr.client.digests import tree_checksum
 from dandizarr.client.download_files import Body, FileWriter, shard_runs, splitter
@@ -51,7 +51,8 @@ Fetch = Callable[[str, dict[str, str], int, Callable[[bytes], None]], Awaitable[
 
 def temp_path(target: Path, worker: int) -> Path:
     """Where a file is written before it is moved into place: beside it, under a name of fixed
-    length (the longest name an archive holds, objectstore.keys.MAX_SEGMENT_BYTES, plus any
+    length (the longest name an archive holds, dandizarr.objectstore.keys.MAX_SEGMENT_BYTES, plus
+    any
     suffix would not fit in a filesystem's 255 bytes), unique to this process, worker and
     file (a digest of its name: a worker has several files of a directory in flight)."""
     name = hashlib.sha256(os.fsencode(target.name)).hexdigest()[:20]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
-    from sharding.archive_packing import MemberRecord
+    from dandizarr.sharding.archive_packing import MemberRecord
 
 
 @dataclass

@@ -12,7 +12,7 @@ from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
-from checksums.local import md5_files
+from dandizarr.checksums.local import md5_files
 from dandizarr.client.models import RemoteFile, ServiceInfo
 from dandizarr.client.pack_types import PackBatch
 from dandizarr.client.progress import Progress

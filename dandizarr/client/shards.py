@@ -3,7 +3,8 @@ shards they go into, and building those shards into pack batches (producer threa
 
 The chunk files of the arrays (found from the local ``.zarray`` / ``zarr.json``) are held back
 while the other files are hashed; then they are planned into shards
-(``sharding.archive_packing``), each shard is built locally (each member file read once and
+(``dandizarr.sharding.archive_packing``), each shard is built locally (each member file read once
+and
 hashed from the bytes packed; one hashed before, to compare with the server's copy, checked
 against that md5) and the shards are grouped into ``PackBatch``es for
 ``dandizarr.client.pack_batches`` to send.
@@ -30,7 +31,7 @@ from dandizarr.client.pack_types import PackBatch, PreparedShard
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
 from dandizarr.client.upload_types import LocalListing, UploadOptions
-from sharding.archive_packing import (
+from dandizarr.sharding.archive_packing import (
     METADATA_NAMES,
     IndexedShardPlan,
     PackingError,

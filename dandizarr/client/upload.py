@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from checksums.local import iter_local_files
+from dandizarr.checksums.local import iter_local_files
 from dandizarr.client.api import ApiClient
 from dandizarr.client.batch_session import BatchSession
 from dandizarr.client.digests import tree_checksum

@@ -80,5 +80,6 @@ class UploadOptions:
     max_batch_files: int = DEFAULT_MAX_BATCH_FILES
     # Chunk files go into shard objects (docs/sharded.md); a new archive is created sharded.
     pack: bool = False
-    # Uncompressed chunk bytes a shard aims at (None: sharding.archive_packing's default, 64 MiB).
+    # Uncompressed chunk bytes a shard aims at (None: dandizarr.sharding.archive_packing's default,
+    # 64 MiB).
     shard_target_bytes: int | None = None

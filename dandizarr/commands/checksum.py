@@ -15,15 +15,15 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-from checksums import (
+from dandizarr.checksums import (
     ChecksumFormatError,
     TreeSummary,
     UnsortedEntriesError,
     compute_tree,
     is_md5,
 )
-from checksums.listing import all_md5
-from checksums.tree import Columns, compute_tree_columns
+from dandizarr.checksums.listing import all_md5
+from dandizarr.checksums.tree import Columns, compute_tree_columns
 from dandizarr.commands import Subparsers
 from dandizarr.commands.errors import CommandError
 
@@ -158,7 +158,7 @@ def _listing_summary(name: str) -> TreeSummary:
 def _directory_summary(root: Path, jobs: int) -> TreeSummary:
     # On first use: its thread pool (concurrent.futures, logging) is a third of the start-up
     # of `dandizarr checksum --listing`, which does not need it.
-    from checksums.local import iter_local_files, md5_files
+    from dandizarr.checksums.local import iter_local_files, md5_files
 
     if not root.exists():
         raise CommandError(f"{root}: no such file or directory")

@@ -94,7 +94,7 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sharding.convert import (
+    from dandizarr.sharding.convert import (
         TARGETS,
         ConvertError,
         PrecomputedShardedOptions,

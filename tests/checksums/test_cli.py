@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from checksums import EMPTY_DIGEST
+from dandizarr.checksums import EMPTY_DIGEST
 from dandizarr.cli import main
 from tests.support.checksum_reference import reference_tree
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checksums import (
+from dandizarr.checksums import (
     EMPTY_DIGEST,
     ChecksumFormatError,
     DirectoryEntry,
@@ -20,7 +20,7 @@ from checksums import (
     encode_checksum_file,
     parse_directory_digest,
 )
-from checksums.paths import directories_above
+from dandizarr.checksums.paths import directories_above
 from tests.support.checksum_reference import reference_tree
 from tests.support.checksum_strategies import SETTINGS, md5s, sizes
 

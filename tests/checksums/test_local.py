@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from checksums import compute_tree
-from checksums.local import FILES_PER_TASK, iter_local_files, md5_file, md5_files
+from dandizarr.checksums import compute_tree
+from dandizarr.checksums.local import FILES_PER_TASK, iter_local_files, md5_file, md5_files
 from tests.support.checksum_reference import reference_tree
 
 TREE = {

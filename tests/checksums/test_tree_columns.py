@@ -10,8 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checksums import ChecksumFormatError, DirectoryListing, compute_tree, encode_checksum_file
-from checksums.tree import Columns, compute_tree_columns
+from dandizarr.checksums import (
+    ChecksumFormatError,
+    DirectoryListing,
+    compute_tree,
+    encode_checksum_file,
+)
+from dandizarr.checksums.tree import Columns, compute_tree_columns
 from dandizarr.commands.checksum import parse_listing, parse_listing_columns
 from tests.checksums.test_tree import MD5, entries_of
 from tests.support.checksum_strategies import SETTINGS, file_sets

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checksums import (
+from dandizarr.checksums import (
     EMPTY_DIGEST,
     ChecksumFormatError,
     DirectoryListing,

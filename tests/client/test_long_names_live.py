@@ -1,4 +1,5 @@
-"""The longest name an archive accepts (objectstore.keys.MAX_SEGMENT_BYTES, 239 bytes of UTF-8)
+"""The longest name an archive accepts (dandizarr.objectstore.keys.MAX_SEGMENT_BYTES, 239 bytes of
+UTF-8)
 downloads too: the client's temporary files beside it have names of fixed length (a 239-byte
 name's temporary name used to pass the filesystem's 255 bytes)."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from objectstore.keys import MAX_SEGMENT_BYTES
+from dandizarr.objectstore.keys import MAX_SEGMENT_BYTES
 from tests.support.live_client import Service
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from checksums import EMPTY_DIGEST, compute_tree
+from dandizarr.checksums import EMPTY_DIGEST, compute_tree
 from dandizarr.client import ChecksumMismatch, ClientError
 from dandizarr.client.digests import content_md5, tree_checksum
 from dandizarr.client.journal import BatchJournal

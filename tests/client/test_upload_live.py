@@ -10,8 +10,8 @@ import pytest
 
 from dandizarr.client import AuthenticationError, BatchConflict, NotFound
 from dandizarr.client.progress import NullProgress
+from dandizarr_server.zarr_api.models import Batch
 from tests.support.live_client import Service, local_checksum, make_tree
-from zarr_api.models import Batch
 
 
 @pytest.mark.s3_servers("moto", "seaweedfs")

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from dandizarr.client import UploadResult
+from dandizarr_server.zarr_api.models import Batch
 from tests.support.celery_worker import Worker, needs_redis, tasks_to_worker
 from tests.support.live_client import Service, local_checksum, make_tree
-from zarr_api.models import Batch
 
 pytestmark = needs_redis
 

@@ -89,11 +89,11 @@ def test_workers_can_be_scaled() -> None:
     worker = services["worker"]
     assert "container_name" not in worker
     assert "ports" not in worker
-    assert worker["command"][:4] == ["celery", "-A", "dandizarr.celery", "worker"]
-    assert services["beat"]["command"][:4] == ["celery", "-A", "dandizarr.celery", "beat"]
+    assert worker["command"][:4] == ["celery", "-A", "dandizarr_server.celery", "worker"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "dandizarr_server.celery", "beat"]
     web_command = " ".join(services["web"]["command"])
-    assert web_command.index("migrate") < web_command.index("gunicorn dandizarr.wsgi")
-    for module in ("dandizarr.celery", "dandizarr.wsgi"):
+    assert web_command.index("migrate") < web_command.index("gunicorn dandizarr_server.wsgi")
+    for module in ("dandizarr_server.celery", "dandizarr_server.wsgi"):
         assert importlib.util.find_spec(module) is not None
 
 
@@ -113,7 +113,7 @@ def test_the_compose_environment_configures_s3_postgres_and_redis() -> None:
     host = {"DANDIZARR_SECRET_KEY": "a-secret-from-the-host"}
     resolved = {name: interpolate(value, host) for name, value in environment.items()}
     script = (
-        "import json, dandizarr.settings as s; print(json.dumps({"
+        "import json, dandizarr_server.settings as s; print(json.dumps({"
         "'storage': s.DANDIZARR_STORAGE, 'endpoint': s.DANDIZARR_S3_ENDPOINT_URL,"
         "'presign': s.DANDIZARR_S3_PRESIGN_ENDPOINT_URL, 'key': s.DANDIZARR_S3_ACCESS_KEY_ID,"
         "'engine': s.DATABASES['default']['ENGINE'], 'broker': s.CELERY_BROKER_URL,"
@@ -142,13 +142,14 @@ def test_the_compose_environment_configures_s3_postgres_and_redis() -> None:
 
 
 def test_production_gunicorn_cuts_off_slow_clients() -> None:
-    """The web service runs the worker of ``dandizarr serve`` (dandizarr.gunicorn_config), not
+    """The web service runs the worker of ``dandizarr serve`` (dandizarr_server.gunicorn_config),
+    not
     gunicorn's sync worker, which any slow client holds (tests/dandizarr/
     test_serve_slow_clients_live.py shows the worker's limits)."""
-    config = "-c python:dandizarr.gunicorn_config"
+    config = "-c python:dandizarr_server.gunicorn_config"
     assert config in " ".join(load_compose()["services"]["web"]["command"])
     dockerfile = (REPO / "Dockerfile").read_text()
     cmd = json.loads(dockerfile.split("\nCMD ", 1)[1].splitlines()[0])
     assert config in " ".join(cmd)
-    gunicorn_config = importlib.import_module("dandizarr.gunicorn_config")
+    gunicorn_config = importlib.import_module("dandizarr_server.gunicorn_config")
     assert gunicorn_config.worker_class.__name__ == "HeadFirstThreadWorker"

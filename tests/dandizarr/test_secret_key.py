@@ -1,7 +1,7 @@
 """No code path signs with a constant (issue #16, finding 1).
 
 ``dandizarr serve`` creates a random key on first start and keeps it (0600) in its data
-directory; gunicorn (``dandizarr.wsgi``) and Celery refuse to start without
+directory; gunicorn (``dandizarr_server.wsgi``) and Celery refuse to start without
 ``DANDIZARR_SECRET_KEY``; anything else gets a key of its own process. Before this, every
 ``make serve`` signed its storage URLs with one public default key: anyone who could reach the
 port could forge a PUT URL and overwrite any file.
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from objectstore.local import LocalObjectStore
+from dandizarr.objectstore.local import LocalObjectStore
 from tests.support.api import put
 from tests.support.processes import serve_process
 
@@ -75,11 +75,20 @@ def _run(code: list[str], **env: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     "command",
     [
-        [sys.executable, "-c", "import dandizarr.wsgi"],
-        [sys.executable, "-m", "celery", "-A", "dandizarr.celery", "worker", "--pool=solo"],
+        [sys.executable, "-c", "import dandizarr_server.wsgi"],
+        [sys.executable, "-m", "celery", "-A", "dandizarr_server.celery", "worker", "--pool=solo"],
         # Beat's schedule file goes in the test's directory: given /dev/null, beat's shelve
         # replaced the device with a file of its own.
-        [sys.executable, "-m", "celery", "-A", "dandizarr.celery", "beat", "-s", "{tmp}/beat"],
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "dandizarr_server.celery",
+            "beat",
+            "-s",
+            "{tmp}/beat",
+        ],
     ],
     ids=["gunicorn-wsgi", "celery-worker", "celery-beat"],
 )
@@ -93,12 +102,14 @@ def test_production_processes_refuse_to_start_without_a_key(
 
 
 def test_the_web_service_starts_with_a_key() -> None:
-    result = _run([sys.executable, "-c", "import dandizarr.wsgi"], DANDIZARR_SECRET_KEY="k" * 50)
+    result = _run(
+        [sys.executable, "-c", "import dandizarr_server.wsgi"], DANDIZARR_SECRET_KEY="k" * 50
+    )
     assert result.returncode == 0, result.stderr
 
 
 def test_any_other_process_signs_with_a_key_of_its_own() -> None:
-    script = "import dandizarr.settings as s; print(s.SECRET_KEY, s.SECRET_KEY_SOURCE)"
+    script = "import dandizarr_server.settings as s; print(s.SECRET_KEY, s.SECRET_KEY_SOURCE)"
     first, second = (_run([sys.executable, "-c", script]) for _ in range(2))
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
     assert first.stdout != second.stdout

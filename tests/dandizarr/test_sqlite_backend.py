@@ -1,4 +1,5 @@
-"""dandizarr.sqlite: the process-wide write lock is held exactly while a transaction is open."""
+"""dandizarr_server.sqlite: the process-wide write lock is held exactly while a transaction is
+open."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import ConnectionHandler
 
-from dandizarr.sqlite import base
+from dandizarr_server.sqlite import base
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def sqlite(
     name = str(tmp_path / "db.sqlite3")
     options = {"transaction_mode": "IMMEDIATE", "timeout": 30}
     handler = ConnectionHandler(
-        {"default": {"ENGINE": "dandizarr.sqlite", "NAME": name, "OPTIONS": options}}
+        {"default": {"ENGINE": "dandizarr_server.sqlite", "NAME": name, "OPTIONS": options}}
     )
     local = threading.local()
 

@@ -7,7 +7,7 @@ Chromium), every link the pages show to those files (the tree pages, their downl
 the storage URLs the downloads go to) and the same files under ``/zarr/``. Afterwards the
 uploader is still no one special, no dandiset was made, and no page ever ran the script.
 
-Run against the service before the user-content headers (objectstore.user_bytes), the same
+Run against the service before the user-content headers (dandizarr.objectstore.user_bytes), the same
 steps made the uploader a superuser.
 """
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.urls import clear_url_caches
 
-from dandizarr import httpserver
+from dandizarr_server import httpserver
 
 
 class FakeLibc:
@@ -51,11 +51,11 @@ def test_a_web_worker_is_prepared_before_it_serves() -> None:
     """The URLconf is imported and what exists by then frozen (the store's warm-up is
     tests/objectstore's)."""
     clear_url_caches()
-    sys.modules.pop("dandizarr.urls", None)
+    sys.modules.pop("dandizarr_server.urls", None)
     gc.unfreeze()
     try:
         httpserver.prepare_web_worker()
-        assert "dandizarr.urls" in sys.modules
+        assert "dandizarr_server.urls" in sys.modules
         assert gc.get_freeze_count() > 1000  # the modules and models loaded by now
     finally:
         gc.unfreeze()

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from django.conf import LazySettings
 
-from objectstore import ObjectStore
-from objectstore.local import LocalObjectStore
-from objectstore.s3 import S3ObjectStore
+from dandizarr.objectstore import ObjectStore
+from dandizarr.objectstore.local import LocalObjectStore
+from dandizarr.objectstore.s3 import S3ObjectStore
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support import seaweedfs as seaweedfs_credentials
 from tests.support.seaweedfs import SeaweedS3
-from zarr_api.storage import get_store
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from typing import Any
 import boto3
 import pytest
 
-from objectstore import ListingOrderError, ObjectInfo, ObjectStore
-from objectstore.s3 import S3ObjectStore
+from dandizarr.objectstore import ListingOrderError, ObjectInfo, ObjectStore
+from dandizarr.objectstore.s3 import S3ObjectStore
 
 
 def md5(data: bytes) -> str:
@@ -185,7 +185,8 @@ AWKWARD_KEYS = [
 def test_the_fast_listing_parser_reads_what_botocore_reads(
     store: ObjectStore, page_size: int
 ) -> None:
-    """Our ListObjectsV2 parser (objectstore.s3_listing) against botocore's own on the same
+    """Our ListObjectsV2 parser (dandizarr.objectstore.s3_listing) against botocore's own on the
+    same
     server: the same keys (URL-encoded in the reply, decoded by botocore's handler), sizes,
     ETags and continuation, for keys XML and URL encoding both have to escape."""
     if not isinstance(store, S3ObjectStore):

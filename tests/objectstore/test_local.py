@@ -13,10 +13,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pytest
 import requests
 
-from objectstore import ObjectInfo, ObjectStoreError, signing
-from objectstore.base import content_md5_header
-from objectstore.keys import RESERVED_PREFIX, SIDECAR_PREFIX
-from objectstore.local import (
+from dandizarr.objectstore import ObjectInfo, ObjectStoreError, signing
+from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.keys import RESERVED_PREFIX, SIDECAR_PREFIX
+from dandizarr.objectstore.local import (
     TEMP_PREFIX,
     BadDigest,
     InvalidKey,

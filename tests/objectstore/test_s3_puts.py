@@ -1,4 +1,5 @@
-"""``S3ObjectStore.put_many``: presigned PUTs over the client's connections (objectstore.s3_puts),
+"""``S3ObjectStore.put_many``: presigned PUTs over the client's connections
+(dandizarr.objectstore.s3_puts),
 against moto and SeaweedFS, and against a scripted server for the failures they do not make."""
 
 from __future__ import annotations
@@ -8,10 +9,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from objectstore import ObjectInfo, ObjectStoreError
-from objectstore.base import content_md5_header
-from objectstore.s3 import S3ObjectStore, _http_session
-from objectstore.s3_puts import (
+from dandizarr.objectstore import ObjectInfo, ObjectStoreError
+from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.s3 import S3ObjectStore, _http_session
+from dandizarr.objectstore.s3_puts import (
     EXPECT_CONTINUE_FROM,
     RETRIES,
     URL_EXPIRES_IN,

@@ -8,10 +8,10 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from django.conf import LazySettings
 
-from objectstore import signing
-from objectstore.local import LocalObjectStore
-from objectstore.s3 import S3ObjectStore
-from zarr_api.storage import get_store, reset_store_cache
+from dandizarr.objectstore import signing
+from dandizarr.objectstore.local import LocalObjectStore
+from dandizarr.objectstore.s3 import S3ObjectStore
+from dandizarr_server.zarr_api.storage import get_store, reset_store_cache
 
 SECRET = "test-secret"
 MD5 = "0123456789abcdef0123456789abcdef"

@@ -14,9 +14,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
 from botocore.utils import percent_encode
 
-from objectstore import sigv4
-from objectstore.base import content_md5_header
-from objectstore.s3 import GET_OVERRIDE_PARAMS, S3ObjectStore
+from dandizarr.objectstore import sigv4
+from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.s3 import GET_OVERRIDE_PARAMS, S3ObjectStore
 
 KEYS = ["zarr/abc/0/1", "zarr/x y/\u00e9+%~!*'()/\U0001f600", "a//b", "k?x=1#f", ".checksum"]
 

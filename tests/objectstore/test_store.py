@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from objectstore import (
+from dandizarr.objectstore import (
     DELETE_BATCH_SIZE,
     InvalidRange,
     ObjectInfo,
@@ -16,10 +16,10 @@ from objectstore import (
     ObjectStore,
     PreconditionFailed,
 )
-from objectstore.base import LISTED_PER_RANGE, content_md5_header
-from objectstore.local import LocalObjectStore
-from objectstore.s3 import S3ObjectStore
-from sharding.store import ObjectStoreKV, VersionMismatch
+from dandizarr.objectstore.base import LISTED_PER_RANGE, content_md5_header
+from dandizarr.objectstore.local import LocalObjectStore
+from dandizarr.objectstore.s3 import S3ObjectStore
+from dandizarr.sharding.store import ObjectStoreKV, VersionMismatch
 from tests.support.api import put_key_for
 
 DIGITS = b"0123456789"
@@ -292,7 +292,8 @@ def test_presigned_get_with_range(store: ObjectStore) -> None:
 
 def test_presigned_get_missing_is_404(store: ObjectStore, request: pytest.FixtureRequest) -> None:
     url = store.presigned_get_url("down/missing", expires_in=60)
-    # moto answers a GET with response-header overrides (objectstore.user_bytes) of a missing
+    # moto answers a GET with response-header overrides (dandizarr.objectstore.user_bytes) of a
+    # missing
     # key 403; S3 and SeaweedFS answer 404.
     moto = request.node.callspec.params["store"] == "s3"
     assert requests.get(url, timeout=30).status_code == (403 if moto else 404)

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 import requests
 
-from checksums import DirectoryListing, compute_tree, decode_checksum_file
+from dandizarr.checksums import DirectoryListing, compute_tree, decode_checksum_file
 from tests.support.production import Production, production, terminate_connections, tools_missing
 from tests.support.seaweedfs import SeaweedS3
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sharding.store import CountingStore, DirectoryStore, MemoryStore
+from dandizarr.sharding.store import CountingStore, DirectoryStore, MemoryStore
 
 
 @pytest.fixture

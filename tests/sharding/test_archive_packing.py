@@ -1,4 +1,5 @@
-"""sharding.archive_packing: chunk grids from metadata, shard plans, building, checking."""
+"""dandizarr.sharding.archive_packing: chunk grids from metadata, shard plans, building,
+checking."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sharding.archive_packing import (
+from dandizarr.sharding.archive_packing import (
     BuiltShard,
     ChunkGrid,
     MemberRecord,
@@ -31,7 +32,7 @@ from sharding.archive_packing import (
     plan_shards,
     verify_members,
 )
-from sharding.index import IndexCodecs, ShardIndex, nbytes_encoded
+from dandizarr.sharding.index import IndexCodecs, ShardIndex, nbytes_encoded
 
 
 def md5(data: bytes) -> str:

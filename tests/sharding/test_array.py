@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sharding.array import Array, sharding_codec
-from sharding.array_metadata import (
+from dandizarr.sharding.array import Array, sharding_codec
+from dandizarr.sharding.array_metadata import (
     ArrayMetadata,
     ChunkKeyEncoding,
     fill_value_json,
     parse_fill_value,
 )
-from sharding.store import CountingStore, MemoryStore
+from dandizarr.sharding.store import CountingStore, MemoryStore
 
 ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import zstandard
 
-from sharding.codec_registry import pipeline_from_json
-from sharding.codecs.base import ArraySpec, is_fill
-from sharding.index import ShardFormatError
-from sharding.parallel import parallel_map
+from dandizarr.sharding.codec_registry import pipeline_from_json
+from dandizarr.sharding.codecs.base import ArraySpec, is_fill
+from dandizarr.sharding.index import ShardFormatError
+from dandizarr.sharding.parallel import parallel_map
 
 SPEC = ArraySpec((4, 6), np.dtype("uint16"), 0)
 DATA = np.arange(24, dtype="uint16").reshape(4, 6) * 257

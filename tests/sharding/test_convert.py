@@ -1,4 +1,5 @@
-"""`dandizarr convert` and sharding.convert: Zarr v2/v3 and precomputed to sharded formats."""
+"""`dandizarr convert` and dandizarr.sharding.convert: Zarr v2/v3 and precomputed to sharded
+formats."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import tensorstore as ts
 import zarr
 
 from dandizarr.cli import main
-from sharding.convert import (
+from dandizarr.sharding.convert import (
     ConvertError,
     PrecomputedShardedOptions,
     Zarr3ShardedOptions,
@@ -24,9 +25,9 @@ from sharding.convert import (
     convert_to_zarr3_sharded,
     default_sharding_spec,
 )
-from sharding.morton import compressed_morton_bits
-from sharding.precomputed import PrecomputedVolume
-from sharding.store import DirectoryStore
+from dandizarr.sharding.morton import compressed_morton_bits
+from dandizarr.sharding.precomputed import PrecomputedVolume
+from dandizarr.sharding.store import DirectoryStore
 
 SHAPE = (64, 48, 40)
 

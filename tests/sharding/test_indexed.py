@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sharding.codec_registry import create_sharding_codec, sharding_codec_from_config
-from sharding.codecs.base import ArraySpec
-from sharding.index import MAX_UINT64, IndexCodecs, ShardFormatError, ShardIndex
-from sharding.indexed.codec import ShardingCodec, coalesce_ranges
-from sharding.indexed.index_cache import IndexCache
-from sharding.morton import morton_order
-from sharding.store import CountingStore, MemoryStore
+from dandizarr.sharding.codec_registry import create_sharding_codec, sharding_codec_from_config
+from dandizarr.sharding.codecs.base import ArraySpec
+from dandizarr.sharding.index import MAX_UINT64, IndexCodecs, ShardFormatError, ShardIndex
+from dandizarr.sharding.indexed.codec import ShardingCodec, coalesce_ranges
+from dandizarr.sharding.indexed.index_cache import IndexCache
+from dandizarr.sharding.morton import morton_order
+from dandizarr.sharding.store import CountingStore, MemoryStore
 
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sharding.index import (
+from dandizarr.sharding.index import (
     MAX_UINT64,
     IndexCodecs,
     ShardFormatError,
     ShardIndex,
     nbytes_encoded,
 )
-from sharding.morton import morton_code, morton_order, morton_rank
+from dandizarr.sharding.morton import morton_code, morton_order, morton_rank
 
 
 def test_spec_example_size() -> None:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorstore as ts
 
-from sharding.neuroglancer import ShardingSpec
-from sharding.precomputed import PrecomputedVolume, make_info
-from sharding.store import DirectoryStore
+from dandizarr.sharding.neuroglancer import ShardingSpec
+from dandizarr.sharding.precomputed import PrecomputedVolume, make_info
+from dandizarr.sharding.store import DirectoryStore
 
 SHAPE = (64, 48, 40)  # not a multiple of the chunk size in y and z: clipped edge chunks
 CHUNK = (16, 16, 16)

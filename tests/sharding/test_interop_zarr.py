@@ -12,8 +12,8 @@ import tensorstore as ts
 import zarr
 import zarr.codecs
 
-from sharding.array import Array, sharding_codec
-from sharding.store import DirectoryStore
+from dandizarr.sharding.array import Array, sharding_codec
+from dandizarr.sharding.store import DirectoryStore
 
 BYTES_LE = {"name": "bytes", "configuration": {"endian": "little"}}
 BYTES_BE = {"name": "bytes", "configuration": {"endian": "big"}}

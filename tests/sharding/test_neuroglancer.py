@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sharding.morton import morton_decode as compressed_morton_decode
-from sharding.neuroglancer import (
+from dandizarr.sharding.morton import morton_decode as compressed_morton_decode
+from dandizarr.sharding.neuroglancer import (
     ShardingError,
     ShardingSpec,
     compressed_morton_code,
@@ -20,8 +20,8 @@ from sharding.neuroglancer import (
     murmurhash3_x86_128_low64,
     write_shards,
 )
-from sharding.neuroglancer_reader import ShardedReader
-from sharding.store import CountingStore, DirectoryStore, MemoryStore
+from dandizarr.sharding.neuroglancer_reader import ShardedReader
+from dandizarr.sharding.store import CountingStore, DirectoryStore, MemoryStore
 
 
 def spec_json(**overrides: object) -> dict[str, object]:

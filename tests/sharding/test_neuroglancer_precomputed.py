@@ -8,16 +8,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sharding.morton import morton_codes
-from sharding.neuroglancer import ShardingError, ShardingSpec
-from sharding.precomputed import (
+from dandizarr.sharding.morton import morton_codes
+from dandizarr.sharding.neuroglancer import ShardingError, ShardingSpec
+from dandizarr.sharding.precomputed import (
     PrecomputedError,
     PrecomputedVolume,
     Scale,
     VolumeInfo,
     make_info,
 )
-from sharding.store import MemoryStore
+from dandizarr.sharding.store import MemoryStore
 
 
 def info_json(**scale_overrides: Any) -> dict[str, Any]:

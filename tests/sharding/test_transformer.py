@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sharding.index import ShardFormatError
-from sharding.store import CountingStore, DirectoryStore, KeyValueStore, MemoryStore
-from sharding.transformer import ShardingTransformer
+from dandizarr.sharding.index import ShardFormatError
+from dandizarr.sharding.store import CountingStore, DirectoryStore, KeyValueStore, MemoryStore
+from dandizarr.sharding.transformer import ShardingTransformer
 
 EMPTY = 2**64 - 1
 
@@ -83,8 +83,8 @@ def inner_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyV
     elif request.param == "directory":
         yield DirectoryStore(tmp_path)
     else:
-        s3 = pytest.importorskip("objectstore.s3")
-        from sharding.store import ObjectStoreKV
+        s3 = pytest.importorskip("dandizarr.objectstore.s3")
+        from dandizarr.sharding.store import ObjectStoreKV
 
         endpoint = request.getfixturevalue("moto_server")
         bucket = request.getfixturevalue("s3_bucket")
@@ -289,7 +289,7 @@ def test_reads_notice_a_concurrently_rewritten_shard() -> None:
     read = t.get_range("data/root/foo/baz/c0/0", 0)
     assert read is not None and read.data == b"before"
     t.set("data/root/foo/baz/c0/1", b"neighbour")
-    from sharding.store import VersionMismatch
+    from dandizarr.sharding.store import VersionMismatch
 
     with pytest.raises(VersionMismatch):
         t.get_range("data/root/foo/baz/c0/0", 0, if_version=read.version)

@@ -15,13 +15,13 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from checksums import compute_tree
-from objectstore import ObjectStore
-from objectstore.local import LocalObjectStore
-from zarr_api.keys import file_key, files_prefix
-from zarr_api.models import Asset, Batch, BatchFile, Dandiset, ZarrArchive
-from zarr_api.services.reconciliation import due_batches_reconcile
-from zarr_api.storage import get_store
+from dandizarr.checksums import compute_tree
+from dandizarr.objectstore import ObjectStore
+from dandizarr.objectstore.local import LocalObjectStore
+from dandizarr_server.zarr_api.keys import file_key, files_prefix
+from dandizarr_server.zarr_api.models import Asset, Batch, BatchFile, Dandiset, ZarrArchive
+from dandizarr_server.zarr_api.services.reconciliation import due_batches_reconcile
+from dandizarr_server.zarr_api.storage import get_store
 
 SAMPLE_FILES = {
     ".zgroup": b'{"zarr_format": 2}',

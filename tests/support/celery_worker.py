@@ -20,7 +20,7 @@ import pytest
 import redis
 from django.db import connection
 
-from dandizarr.celery import app
+from dandizarr_server.celery import app
 from tests.support.processes import celery_worker_command
 
 REDIS_URL = os.environ.get("DANDIZARR_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import requests
 
-from checksums import compute_tree
+from dandizarr.checksums import compute_tree
 from dandizarr.client import DandizarrClient, RetryPolicy
 
 REPO = Path(__file__).resolve().parents[2]

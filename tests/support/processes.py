@@ -82,7 +82,7 @@ def celery_worker_command(*extra: str, loglevel: str = "INFO") -> list[str]:
         "-m",
         "celery",
         "-A",
-        "dandizarr.celery",
+        "dandizarr_server.celery",
         "worker",
         "--pool=solo",
         f"--loglevel={loglevel}",

@@ -8,7 +8,7 @@ from typing import Any
 
 import requests
 
-from sharding.archive_packing import ShardLayout, build_shard, find_grids, plan_shards
+from dandizarr.sharding.archive_packing import ShardLayout, build_shard, find_grids, plan_shards
 from tests.support.api import Actor, create_archive, put, upload
 
 ZARRAY = json.dumps(

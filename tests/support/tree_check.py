@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 
-from checksums import DirectoryListing, compute_tree, decode_checksum_file
-from zarr_api.keys import checksums_prefix, files_prefix
-from zarr_api.models import ShardMember, ZarrArchive
-from zarr_api.storage import get_store
+from dandizarr.checksums import DirectoryListing, compute_tree, decode_checksum_file
+from dandizarr_server.zarr_api.keys import checksums_prefix, files_prefix
+from dandizarr_server.zarr_api.models import ShardMember, ZarrArchive
+from dandizarr_server.zarr_api.storage import get_store
 
 
 def assert_tree_matches_storage(zarr_id: str) -> None:

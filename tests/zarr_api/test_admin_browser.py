@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, storage_listing, upload
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import Batch, ZarrArchive
-from zarr_api.storage import get_store
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")

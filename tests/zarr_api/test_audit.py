@@ -8,13 +8,13 @@ from io import StringIO
 from django.core.management import call_command
 from django.utils import timezone
 
+from dandizarr_server.zarr_api import tasks
+from dandizarr_server.zarr_api.keys import checksum_key
+from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.services.audit import archive_audit
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, upload
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api import tasks
-from zarr_api.keys import checksum_key
-from zarr_api.models import Batch, ZarrArchive
-from zarr_api.services.audit import archive_audit
-from zarr_api.storage import get_store
 
 
 def test_audit_reports_and_repairs_drift(owner: Actor, zarr_id: str) -> None:

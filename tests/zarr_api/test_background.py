@@ -1,15 +1,16 @@
 """``dandizarr serve`` without a broker: tasks run in a background thread of the server process
-(``zarr_api.background``), not in the request that scheduled them, and the beat schedule's
+(``dandizarr_server.zarr_api.background``), not in the request that scheduled them, and the beat
+schedule's
 sweeps run there periodically."""
 
 from __future__ import annotations
 
 import time
 
+from dandizarr_server.zarr_api.background import WORKER, start_periodic_tasks
+from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from tests.support.api import Actor, cancel_while_storage_is_down, upload
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.background import WORKER, start_periodic_tasks
-from zarr_api.models import Batch, ZarrArchive
 
 
 def test_a_completed_batch_is_applied_by_the_background_thread(
@@ -34,7 +35,12 @@ def test_the_periodic_sweeps_finish_a_cancel_storage_failed(
     assert Batch.objects.filter(archive__zarr_id=zarr_id, state="cancelling").exists()
     settings.DANDIZARR_S3_ENDPOINT_URL = working_endpoint
     stop = start_periodic_tasks(
-        {"finish-batch-ends": {"task": "zarr_api.tasks.finish_batch_ends", "schedule": 0.2}}
+        {
+            "finish-batch-ends": {
+                "task": "dandizarr_server.zarr_api.tasks.finish_batch_ends",
+                "schedule": 0.2,
+            }
+        }
     )
     try:
         deadline = time.monotonic() + 60

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from dandizarr_server.zarr_api.models import Batch
 from tests.support.api import Actor, db_snapshot, md5
-from zarr_api.models import Batch
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from dandizarr_server.zarr_api.models import Batch
 from tests.support.api import (
     Actor,
     batch_start_urls,
@@ -18,7 +19,6 @@ from tests.support.api import (
     upload,
 )
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import Batch
 
 
 def add(actor: Actor, zarr_id: str, files: dict[str, bytes]) -> Any:

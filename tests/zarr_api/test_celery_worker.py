@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, upload
 from tests.support.celery_worker import (
     VISIBILITY_TIMEOUT_SECONDS,
@@ -22,8 +24,6 @@ from tests.support.sharded import (
     read_file,
 )
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import Batch, ZarrArchive
-from zarr_api.storage import get_store
 
 pytestmark = [needs_redis, pytest.mark.live]  # starts Celery worker processes
 
@@ -140,8 +140,8 @@ def test_worker_verifies_and_applies_a_pack_batch(
 def test_pack_killed_mid_way_loses_nothing_and_a_rerun_finishes(
     owner: Actor, zarr_id: str, worker_env: dict[str, str], settings: Any
 ) -> None:
-    from zarr_api.models import ShardMember
-    from zarr_api.services.audit import archive_audit
+    from dandizarr_server.zarr_api.models import ShardMember
+    from dandizarr_server.zarr_api.services.audit import archive_audit
 
     settings.DANDIZARR_BATCH_LIMIT = 500
     files = _chunked_array(20)  # 400 chunks

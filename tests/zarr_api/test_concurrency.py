@@ -8,11 +8,11 @@ from typing import Any
 
 from django.db import connection
 
+from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
+from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, md5, upload
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import Batch, BatchFile, ZarrArchive
-from zarr_api.services.tree_updates import tree_update_apply
-from zarr_api.storage import get_store
 
 
 def run_together(functions: list[Callable[[], Any]]) -> list[Any]:

@@ -17,10 +17,10 @@ import pytest
 import requests
 from django.db import connection
 
+from dandizarr_server.zarr_api.models import Batch
 from tests.support.api import md5, put
 from tests.support.processes import serve_process
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import Batch
 
 DELETE_POINTS = ["delete:intent-committed", "delete:storage-deleted", "delete:pending-committed"]
 CANCEL_POINTS = ["cancel:intent-committed", "cancel:storage-deleted", "cancel:pending-committed"]

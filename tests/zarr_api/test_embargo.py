@@ -12,9 +12,9 @@ import pytest
 import requests
 from django.test import Client
 
+from dandizarr_server.zarr_api.models import Dandiset
+from dandizarr_server.zarr_api.services.embargo import unfinished_releases_finish
 from tests.support.api import Actor, md5, put, upload
-from zarr_api.models import Dandiset
-from zarr_api.services.embargo import unfinished_releases_finish
 
 
 def _embargoed(owner: Actor, how: str = "query") -> str:

@@ -1,4 +1,5 @@
-"""Browsing reads each .checksum once per tree version (zarr_api.tree.ListingCache)."""
+"""Browsing reads each .checksum once per tree version
+(dandizarr_server.zarr_api.tree.ListingCache)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ from typing import Any
 import pytest
 from celery.exceptions import Retry
 
-from checksums import DirectoryListing, FileEntry
+from dandizarr.checksums import DirectoryListing, FileEntry
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.services import tree_updates
+from dandizarr_server.zarr_api.services.audit import archive_audit
+from dandizarr_server.zarr_api.tree import CachedTree, CacheKey, ListingCache, StorageChecksumTree
 from tests.support.api import Actor, md5, upload
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import ZarrArchive
-from zarr_api.services import tree_updates
-from zarr_api.services.audit import archive_audit
-from zarr_api.tree import CachedTree, CacheKey, ListingCache, StorageChecksumTree
 
 
 def test_pages_and_entries_of_a_directory_read_its_checksum_once_per_version(

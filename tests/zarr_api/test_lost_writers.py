@@ -4,9 +4,9 @@ their local-backend URLs stop PUTing at once."""
 
 from __future__ import annotations
 
+from dandizarr_server.zarr_api.models import Batch, Dandiset
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, md5, put, upload
-from zarr_api.models import Batch, Dandiset
-from zarr_api.storage import get_store
 
 
 def test_removed_owner_loses_open_batches(

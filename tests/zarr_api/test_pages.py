@@ -17,14 +17,14 @@ from django.test import Client
 from PIL import Image
 from rest_framework.authtoken.models import Token
 
-from checksums import DirectoryListing, FileEntry
-from checksums.listing import DirectoryEntry
 from dandizarr import __version__
+from dandizarr.checksums import DirectoryListing, FileEntry
+from dandizarr.checksums.listing import DirectoryEntry
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.pages.preview import PREVIEW_SIDE, preview_size, render_png
+from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, upload
-from zarr_api.models import ZarrArchive
-from zarr_api.pages.preview import PREVIEW_SIDE, preview_size, render_png
-from zarr_api.selectors.archive_contents import archive_tree
-from zarr_api.storage import get_store
 
 
 def picture(shape: tuple[int, ...], dtype: str = "uint16") -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from objectstore.keys import MAX_SEGMENT_BYTES, RESERVED_PREFIX
+from dandizarr.objectstore.keys import MAX_SEGMENT_BYTES, RESERVED_PREFIX
 from tests.support.api import Actor, create_archive, md5, storage_listing, upload
 from tests.support.tree_check import assert_tree_matches_storage
 

@@ -2,15 +2,15 @@
 (400 naming the path, and the one it clashes with; nothing changes): Windows device names,
 trailing dots and spaces, bidirectional controls, and two names in one directory that differ
 only by case or Unicode normalization, within the batch or against the archive. Both our
-upload/ and the DANDI client's files/ go through the rule (checksums.paths)."""
+upload/ and the DANDI client's files/ go through the rule (dandizarr.checksums.paths)."""
 
 from __future__ import annotations
 
 import pytest
 
-from checksums.paths import folded_clashes, portable_path_problem
+from dandizarr.checksums.paths import folded_clashes, portable_path_problem
+from dandizarr_server.zarr_api.models import Batch
 from tests.support.api import Actor, md5, upload
-from zarr_api.models import Batch
 
 NFC, NFD = "caf\u00e9", "cafe\u0301"
 

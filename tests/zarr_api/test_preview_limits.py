@@ -18,11 +18,11 @@ import pytest
 import zstandard
 from django.test import Client
 
-from sharding.codecs.compression import BloscCodec, DecodedSizeError, GzipCodec, ZstdCodec
+from dandizarr.sharding.codecs.compression import BloscCodec, DecodedSizeError, GzipCodec, ZstdCodec
+from dandizarr_server.zarr_api.keys import file_key
+from dandizarr_server.zarr_api.pages import render_pool
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, upload
-from zarr_api.keys import file_key
-from zarr_api.pages import render_pool
-from zarr_api.storage import get_store
 
 BOMB_BYTES = 64 << 20  # what each bomb chunk decompresses to
 CHUNK_BYTES = 64 * 64  # what a chunk of a 64 x 64 uint8 array holds

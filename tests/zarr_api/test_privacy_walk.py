@@ -3,7 +3,8 @@ project defines, with an anonymous request and with a stranger's token, then wit
 
 Each route is in ``ROUTES`` with what it is about; a route added to the project and not to
 ``ROUTES`` fails the walk, so no new read path escapes the one permission rule
-(zarr_api.permissions, through zarr_api.selectors.lookups). The admin is staff-only as a whole.
+(dandizarr_server.zarr_api.permissions, through dandizarr_server.zarr_api.selectors.lookups). The
+admin is staff-only as a whole.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from dandizarr_server.zarr_api.models import Batch, Dandiset
 from tests.support.api import Actor, make_actor, md5, put
-from zarr_api.models import Batch, Dandiset
 
 DANDISET_NAME = "secret-dandiset-q7v"
 ARCHIVE_NAME = "secret-archive-k3x.zarr"

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from dandizarr_server.zarr_api.models import Batch
+from dandizarr_server.zarr_api.services.reconciliation import batch_reconcile, due_batches_reconcile
 from tests.support.api import (
     Actor,
     batch_start_urls,
@@ -24,8 +26,6 @@ from tests.support.api import (
     upload,
 )
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import Batch
-from zarr_api.services.reconciliation import batch_reconcile, due_batches_reconcile
 
 EXPIRY = 6
 MARGIN = 1

@@ -10,6 +10,10 @@ from __future__ import annotations
 import pytest
 import requests
 
+from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
+from dandizarr_server.zarr_api.services.audit import archive_audit
+from dandizarr_server.zarr_api.services.recovery import unfinished_batch_ends_finish
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import (
     Actor,
     batch_start_urls,
@@ -21,10 +25,6 @@ from tests.support.api import (
 )
 from tests.support.sharded import array_files, build_shards
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import Batch, BatchFile, ZarrArchive
-from zarr_api.services.audit import archive_audit
-from zarr_api.services.recovery import unfinished_batch_ends_finish
-from zarr_api.storage import get_store
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from rest_framework.authtoken.models import Token
 
+from dandizarr_server.zarr_api.models import Batch
 from tests.support.api import Actor, upload
-from zarr_api.models import Batch
 
 MAX_EXAMPLES = 20
 

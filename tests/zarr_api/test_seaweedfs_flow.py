@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 import requests
 
-from objectstore import ListingOrderError
-from objectstore.base import content_md5_header
+from dandizarr.objectstore import ListingOrderError
+from dandizarr.objectstore.base import content_md5_header
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.services.audit import archive_audit
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import (
     SAMPLE_FILES,
     Actor,
@@ -24,9 +27,6 @@ from tests.support.api import (
 )
 from tests.support.sharded import array_files, read_file, upload_sharded
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import ZarrArchive
-from zarr_api.services.audit import archive_audit
-from zarr_api.storage import get_store
 
 # Byte order: "p/a-b" < "p/a/b" < "p/a/c/d" < "p/a0"; SeaweedFS lists "p/a/..." first.
 ORDER_TRAPS = {"p/a-b": b"dash", "p/a/b": b"slash", "p/a/c/d": b"deeper", "p/a0": b"zero"}

@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from dandizarr_server.zarr_api.models import Batch, Shard, ShardMember, ZarrArchive
+from dandizarr_server.zarr_api.services.audit import archive_audit
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import (
     Actor,
     create_archive,
@@ -28,9 +31,6 @@ from tests.support.sharded import (
     upload_sharded,
 )
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import Batch, Shard, ShardMember, ZarrArchive
-from zarr_api.services.audit import archive_audit
-from zarr_api.storage import get_store
 
 
 def test_sharded_and_loose_archives_of_the_same_files_are_indistinguishable(

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from sharding.archive_packing import build_shard
+from dandizarr.sharding.archive_packing import build_shard
+from dandizarr_server.zarr_api.models import ShardMember
 from tests.support.api import Actor, md5, put, storage_listing
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import ShardMember
 
 # No path is a directory prefix of another, so every batch is valid as far as paths go.
 PATHS = [f"{a}/{b}/{f}" for a in "ab" for b in "cd" for f in "xyz"] + ["t1", "t\u00e91"]

@@ -20,15 +20,15 @@ from django.db import OperationalError, close_old_connections, connection
 from kombu.exceptions import OperationalError as BrokerOperationalError
 from rest_framework.exceptions import NotAuthenticated
 
-from dandizarr.celery import app
-from objectstore import ObjectStoreError
+from dandizarr.objectstore import ObjectStoreError
+from dandizarr_server.celery import app
+from dandizarr_server.zarr_api.exceptions import NotFound, exception_handler
+from dandizarr_server.zarr_api.models import Batch
+from dandizarr_server.zarr_api.tasks import resume_stalled_tree_updates
 from tests.support.api import Actor, upload
 from tests.support.celery_worker import _drop_celery_caches
 from tests.support.processes import free_port
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.exceptions import NotFound, exception_handler
-from zarr_api.models import Batch
-from zarr_api.tasks import resume_stalled_tree_updates
 
 
 def answer(error: Exception) -> tuple[int, dict[str, Any], str | None]:

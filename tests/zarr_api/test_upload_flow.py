@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dandizarr_server.zarr_api.models import Batch
 from tests.support.api import (
     SAMPLE_FILES,
     Actor,
@@ -15,7 +16,6 @@ from tests.support.api import (
     upload,
 )
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api.models import Batch
 
 
 def test_upload_complete_and_browse(owner: Actor, zarr_id: str) -> None:

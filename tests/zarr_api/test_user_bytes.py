@@ -1,5 +1,5 @@
 """No response that carries an uploader's bytes may be rendered as a page of the service's
-origin (objectstore.user_bytes): /zarr/ reads and listings, downloads (streamed, and the
+origin (dandizarr.objectstore.user_bytes): /zarr/ reads and listings, downloads (streamed, and the
 storage URL a loose file's download redirects to), manifests, previews. The pages themselves
 carry a strict Content-Security-Policy and are never framed.
 
@@ -127,11 +127,11 @@ def test_pages_carry_a_strict_policy(hostile_archive: str) -> None:
 
 
 def test_cookies_are_secure_behind_https(settings: Any, transactional_db: None) -> None:
-    """What the settings derive from an https public URL (dandizarr/settings.py)."""
+    """What the settings derive from an https public URL (dandizarr_server/settings.py)."""
     import importlib
     import os
 
-    from dandizarr import settings as project_settings
+    from dandizarr_server import settings as project_settings
 
     saved = os.environ.get("DANDIZARR_PUBLIC_URL")
     os.environ["DANDIZARR_PUBLIC_URL"] = "https://archive.example.org"
@@ -153,7 +153,7 @@ def test_the_user_content_host_serves_user_bytes_only(settings: Any, hostile_arc
     settings.USER_CONTENT_HOST = "usercontent.testserver"
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "usercontent.testserver"]
     settings.MIDDLEWARE = [
-        "dandizarr.user_content_host.UserContentHostMiddleware",
+        "dandizarr_server.user_content_host.UserContentHostMiddleware",
         *settings.MIDDLEWARE,
     ]
     client = Client(HTTP_HOST="usercontent.testserver")

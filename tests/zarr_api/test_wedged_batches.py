@@ -14,6 +14,10 @@ from django.contrib.admin.sites import site
 from django.test import RequestFactory
 from django.utils import timezone
 
+from dandizarr_server.zarr_api import tasks
+from dandizarr_server.zarr_api.admin import ZarrArchiveAdmin
+from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
+from dandizarr_server.zarr_api.services.batch_endings import CLEANUP_PENDING
 from tests.support.api import (
     Actor,
     cancel_while_storage_is_down,
@@ -23,10 +27,6 @@ from tests.support.api import (
     upload,
 )
 from tests.support.tree_check import assert_tree_matches_storage
-from zarr_api import tasks
-from zarr_api.admin import ZarrArchiveAdmin
-from zarr_api.models import Batch, BatchFile, ZarrArchive
-from zarr_api.services.batch_endings import CLEANUP_PENDING
 
 # No backend holds such a key: a 300-byte name (the local store's limit is 244), 1100 bytes
 # in all (S3's is 1024).

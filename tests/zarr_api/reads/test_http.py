@@ -13,9 +13,9 @@ import fsspec
 import pytest
 import requests
 
-from objectstore.s3 import S3ObjectStore
+from dandizarr.objectstore.s3 import S3ObjectStore
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.readers import Live
-from zarr_api.storage import get_store
 
 LOOSE = "v2/.zarray"
 PACKED = "v3/c/0/1"

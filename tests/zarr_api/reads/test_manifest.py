@@ -11,8 +11,8 @@ import pytest
 import requests
 from django.utils.http import parse_http_date
 
+from dandizarr_server.zarr_api.selectors import manifest
 from tests.support.readers import Live
-from zarr_api.selectors import manifest
 
 
 def resolve(ref: Any) -> bytes:

@@ -1,0 +1,40 @@
+"""The zarr tree-hash engine: pure Python, no Django.
+
+``compute_tree`` hashes a whole archive from a (path, size, md5) listing; ``apply_changes``
+updates a stored tree of ``.checksum`` files for a batch of changed files; ``local`` hashes
+files on disk. The format is in /work/shared/specs/zarr-support-3.md ("Tree hashing scheme").
+"""
+
+from dandizarr.checksums.listing import (
+    EMPTY_DIGEST,
+    ChecksumFormatError,
+    DirectoryEntry,
+    DirectoryListing,
+    FileEntry,
+    decode_checksum_file,
+    encode_checksum_file,
+    is_md5,
+    parse_directory_digest,
+)
+from dandizarr.checksums.tree import TreeSummary, compute_tree
+from dandizarr.checksums.tree_directories import UnsortedEntriesError
+from dandizarr.checksums.update import ChecksumTree, FileState, MemoryChecksumTree, apply_changes
+
+__all__ = [
+    "EMPTY_DIGEST",
+    "ChecksumFormatError",
+    "ChecksumTree",
+    "DirectoryEntry",
+    "DirectoryListing",
+    "FileEntry",
+    "FileState",
+    "MemoryChecksumTree",
+    "TreeSummary",
+    "UnsortedEntriesError",
+    "apply_changes",
+    "compute_tree",
+    "decode_checksum_file",
+    "encode_checksum_file",
+    "is_md5",
+    "parse_directory_digest",
+]

@@ -1,0 +1,108 @@
+"""Building codecs and codec chains from their JSON: the one place that knows every codec.
+
+It sits above ``dandizarr.sharding.codecs`` and ``dandizarr.sharding.indexed``: a
+``sharding_indexed`` codec holds an
+inner chain that may itself hold a ``sharding_indexed`` codec, so the recursion lives here and
+neither the pipeline nor the sharding codec needs to know the other's constructors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from dandizarr.sharding.codecs.array_codecs import BytesCodec, TransposeCodec
+from dandizarr.sharding.codecs.base import (
+    ArrayArrayCodec,
+    ArraySpec,
+    Codec,
+    CodecJSON,
+    CodecLike,
+    codec_name_config,
+)
+from dandizarr.sharding.codecs.checksum import Crc32cCodec
+from dandizarr.sharding.codecs.compression import BloscCodec, GzipCodec, ZstdCodec
+from dandizarr.sharding.codecs.pipeline import CodecPipeline
+from dandizarr.sharding.index import IndexCodecsLike, as_index_codecs
+from dandizarr.sharding.indexed.codec import ShardingCodec
+
+__all__ = [
+    "codec_from_json",
+    "create_sharding_codec",
+    "pipeline_from_json",
+    "sharding_codec_from_config",
+]
+
+_DEFAULT_INNER_CODECS: tuple[CodecJSON, ...] = (
+    {"name": "bytes", "configuration": {"endian": "little"}},
+)
+
+
+def codec_from_json(codec: CodecJSON, spec: ArraySpec) -> Codec:
+    """One codec from its JSON, given the spec of the array it receives."""
+    name, config = codec_name_config(codec)
+    if name == "transpose":
+        return TransposeCodec.from_config(config, len(spec.shape))
+    if name == "bytes":
+        return BytesCodec.from_config(config)
+    if name == "gzip":
+        return GzipCodec.from_config(config)
+    if name == "zstd":
+        return ZstdCodec.from_config(config)
+    if name == "blosc":
+        return BloscCodec.from_config(config, spec.dtype)
+    if name == "crc32c":
+        return Crc32cCodec()
+    if name == "sharding_indexed":
+        return sharding_codec_from_config(config, spec)
+    raise ValueError(f"unsupported codec {name!r}")
+
+
+def pipeline_from_json(codecs: Iterable[CodecLike], spec: ArraySpec) -> CodecPipeline:
+    """The chain for chunks of ``spec``; each codec is built against the spec it receives."""
+    built: list[Codec] = []
+    received = spec
+    for item in codecs:
+        codec = item if isinstance(item, Codec) else codec_from_json(item, received)
+        if isinstance(codec, ArrayArrayCodec):
+            received = codec.resolve(received)
+        built.append(codec)
+    return CodecPipeline.from_codecs(built, spec)
+
+
+def create_sharding_codec(
+    shard_spec: ArraySpec,
+    chunk_shape: Sequence[int],
+    codecs: Sequence[CodecLike] = _DEFAULT_INNER_CODECS,
+    index_codecs: IndexCodecsLike = None,
+    index_location: Literal["start", "end"] = "end",
+    **runtime: Any,
+) -> ShardingCodec:
+    """A ``sharding_indexed`` codec for shards of ``shard_spec``; ``runtime`` takes the write
+    strategy settings (``write_order``, ``coalesce_gap``)."""
+    chunk = tuple(int(c) for c in chunk_shape)
+    inner_spec = ArraySpec(chunk, shard_spec.dtype, shard_spec.fill_value)
+    return ShardingCodec(
+        shard_spec=shard_spec,
+        chunk_shape=chunk,
+        inner=pipeline_from_json(codecs, inner_spec),
+        index_codecs=as_index_codecs(index_codecs),
+        index_location=index_location,
+        **runtime,
+    )
+
+
+def sharding_codec_from_config(config: Mapping[str, Any], shard_spec: ArraySpec) -> ShardingCodec:
+    """A ``sharding_indexed`` codec from the ``configuration`` of its JSON."""
+    try:
+        chunk_shape = config["chunk_shape"]
+        codecs = config["codecs"]
+    except KeyError as missing:
+        raise ValueError(f"sharding_indexed: configuration lacks {missing}") from None
+    return create_sharding_codec(
+        shard_spec,
+        chunk_shape,
+        codecs,
+        config.get("index_codecs") or None,
+        config.get("index_location", "end"),
+    )

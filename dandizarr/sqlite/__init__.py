@@ -1,1 +1,0 @@
-"""SQLite for ``dandizarr serve`` (``ENGINE = "dandizarr.sqlite"``): see ``base``."""

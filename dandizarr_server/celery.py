@@ -1,0 +1,39 @@
+"""The Celery application. Tasks are declared with ``@shared_task`` in
+``dandizarr_server.zarr_api.tasks``."""
+
+import os
+from typing import Any
+
+from celery import Celery, signals
+
+from dandizarr_server.embedded import MissingSecretKey, require_shared_secret_key
+from dandizarr_server.zarr_api.storage import get_store
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr_server.settings")
+
+app = Celery("dandizarr")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks(["dandizarr_server.zarr_api"])
+app.set_default()
+
+
+@signals.worker_init.connect
+@signals.beat_init.connect
+def _refuse_without_a_shared_secret_key(sender: Any = None, **kwargs: Any) -> None:
+    """A worker or beat started without DANDIZARR_SECRET_KEY exits with the reason (importing
+    this module, as the tests and the web service do, is not starting one)."""
+    from django.conf import settings
+
+    try:
+        require_shared_secret_key(settings.SECRET_KEY_SOURCE, "a Celery worker or beat")
+    except MissingSecretKey as error:
+        # SystemExit: Celery logs and ignores a signal handler's ordinary exceptions.
+        raise SystemExit(str(error)) from None
+
+
+@signals.worker_init.connect
+def _build_the_store(sender: Any = None, **kwargs: Any) -> None:
+    """A worker builds its store (an S3 client: about a second of CPU) before its first task,
+    not while the first tree update waits (prefork children inherit it unused: no connection
+    is opened before a request)."""
+    get_store()

@@ -1,0 +1,410 @@
+"""Django settings, all from the environment (12-factor).
+
+The defaults run the whole service on one machine with no other server: SQLite and a
+local-filesystem object store under ``DANDIZARR_DATA_DIR``, Celery tasks run inline.
+Production sets ``DATABASE_URL`` (PostgreSQL), ``CELERY_BROKER_URL`` (Redis) and
+``DANDIZARR_STORAGE=s3`` with the S3 variables.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dj_database_url
+import django_stubs_ext
+
+from dandizarr import __version__
+from dandizarr_server.embedded import EMBEDDED_VARIABLE, SECRET_KEY_VARIABLE, secret_key
+
+# Lets admin.ModelAdmin[Model] and friends be subscripted at run time, as the type stubs do.
+django_stubs_ext.monkeypatch()
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Every variable the settings read, so a test can check that deployment files set no
+# variable that is silently ignored.
+ENVIRONMENT_VARIABLES_READ: set[str] = set()
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    ENVIRONMENT_VARIABLES_READ.add(name)
+    value = os.environ.get(name)
+    return default if value is None or value == "" else value
+
+
+def env_str(name: str, default: str) -> str:
+    value = env(name, default)
+    assert value is not None
+    return value
+
+
+def env_int(name: str, default: int) -> int:
+    raw = env(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError as error:
+        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from error
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = env(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+DATA_DIR = Path(env_str("DANDIZARR_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+
+DEBUG = env_bool("DANDIZARR_DEBUG", False)
+# Never a constant (dandizarr_server/embedded.py): the environment's, `dandizarr serve`'s own kept
+# in
+# the data directory, or else one of this process alone (which wsgi and Celery refuse).
+EMBEDDED = env_bool(EMBEDDED_VARIABLE, False)
+SECRET_KEY, SECRET_KEY_SOURCE = secret_key(env(SECRET_KEY_VARIABLE), EMBEDDED, DATA_DIR)
+
+HOST = env_str("DANDIZARR_HOST", "127.0.0.1")
+PORT = env_int("DANDIZARR_PORT", 8000)
+# Where `dandizarr serve` writes its access log ("-": standard output); each line ends with the
+# request's time in microseconds (the benchmarks sum them).
+ACCESS_LOG = env_str("DANDIZARR_ACCESS_LOG", "-")
+# Slow clients (dandizarr_server/gunicorn_worker.py): a request head must arrive within this time; a
+# body read may wait this long, and a body must average the rate; open connections per web
+# worker process.
+HEADER_TIMEOUT_SECONDS = env_int("DANDIZARR_HEADER_TIMEOUT_SECONDS", 10)
+BODY_TIMEOUT_SECONDS = env_int("DANDIZARR_BODY_TIMEOUT_SECONDS", 30)
+BODY_MIN_BYTES_PER_SECOND = env_int("DANDIZARR_BODY_MIN_BYTES_PER_SECOND", 1024)
+MAX_CONNECTIONS = env_int("DANDIZARR_MAX_CONNECTIONS", 1000)
+# The address clients use to reach this service; the local storage backend's presigned URLs
+# point here.
+PUBLIC_URL = env_str("DANDIZARR_PUBLIC_URL", f"http://{HOST}:{PORT}").rstrip("/")
+# By default the host the service binds and its public URL's host (with the loopback names
+# when it binds a loopback address): never "*".
+_LOOPBACK = ["127.0.0.1", "localhost", "[::1]", "::1"]
+_DEFAULT_HOSTS = {HOST, urlsplit(PUBLIC_URL).hostname or HOST} - {"0.0.0.0", "::", ""}
+if HOST in _LOOPBACK:
+    _DEFAULT_HOSTS.update(_LOOPBACK)
+# Optional: a separate origin for user bytes (like GitHub's raw host), e.g.
+# https://usercontent.example.org, routed to this service. Storage URLs of the local backend
+# then point there, and that host serves nothing but them (dandizarr_server.user_content_host).
+# Unset, user bytes come from the service's own origin, made inert by their headers.
+USER_CONTENT_URL = (env("DANDIZARR_USER_CONTENT_URL") or "").rstrip("/")
+USER_CONTENT_HOST = urlsplit(USER_CONTENT_URL).hostname or ""
+if USER_CONTENT_HOST:
+    _DEFAULT_HOSTS.add(USER_CONTENT_HOST)
+ALLOWED_HOSTS = env_list("DANDIZARR_ALLOWED_HOSTS", ",".join(sorted(_DEFAULT_HOSTS)))
+CSRF_TRUSTED_ORIGINS = env_list(
+    "DANDIZARR_CSRF_TRUSTED_ORIGINS", f"{PUBLIC_URL},http://127.0.0.1,http://localhost"
+)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "dandizarr_server.apps.DandizarrConfig",
+    "drf_spectacular_sidecar",
+    "csp",
+    "axes",
+    "dandizarr_server.zarr_api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "dandizarr_server.zarr_api.authentication.TokenUserMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: counts failed logins, answers 429 while one is locked out.
+    "axes.middleware.AxesMiddleware",
+]
+if USER_CONTENT_HOST:
+    MIDDLEWARE.insert(0, "dandizarr_server.user_content_host.UserContentHostMiddleware")
+
+# --- Login attempts (django-axes) -------------------------------------------------------------
+# /admin/login/: after DANDIZARR_LOGIN_FAILURE_LIMIT failures an account, and apart from that
+# an address, is locked out for DANDIZARR_LOGIN_COOLOFF_MINUTES (429). The address is the
+# connection's own unless a TLS proxy is trusted (a client could send X-Forwarded-For itself).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("DANDIZARR_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("DANDIZARR_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+# API tokens that do not exist are limited per address too (DANDIZARR_TOKEN_FAILURE_RATE, in
+# REST_FRAMEWORK's throttle rates: dandizarr_server.zarr_api.authentication).
+
+# --- Browser security ------------------------------------------------------------------------
+# The pages: scripts, styles and images from this origin only (no inline script or style), no
+# plugins, never framed. Responses that carry user bytes set their own, stricter policy
+# (dandizarr.objectstore.user_bytes: sandbox; default-src 'none'), which the middleware leaves
+# alone.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# Served over HTTPS (the public URL says so): cookies only over TLS, and browsers told to
+# come back over TLS only. Behind a TLS proxy, DANDIZARR_TLS_PROXY=1 trusts its
+# X-Forwarded-Proto (only then: a client could send that header itself).
+HTTPS = PUBLIC_URL.startswith("https://")
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = env_int("DANDIZARR_HSTS_SECONDS", 31536000 if HTTPS else 0)
+if env_bool("DANDIZARR_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+
+ROOT_URLCONF = "dandizarr_server.urls"
+WSGI_APPLICATION = "dandizarr_server.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("DANDIZARR_DB_CONN_MAX_AGE", 60),
+        # A persistent connection is checked before each request or task reuses it, so one the
+        # server dropped (a restart, a terminated backend) is replaced instead of failing a request.
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # SQLite has no row locks (select_for_update does nothing): IMMEDIATE transactions take
+    # the database's write lock when they begin, so every transaction that reads and then
+    # writes runs alone, and a second writer waits (up to the timeout) instead of failing
+    # with "database is locked" half-way. WAL lets reads go on meanwhile.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        transaction_mode="IMMEDIATE", timeout=30, init_command="PRAGMA journal_mode=WAL;"
+    )
+    # The same, with the write lock handed from one transaction of this process to the next
+    # instead of polled for (dandizarr_server/sqlite/base.py).
+    DATABASES["default"]["ENGINE"] = "dandizarr_server.sqlite"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+# Upload bodies for the local backend's presigned PUT endpoint are streamed, not buffered.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 32 * 1024 * 1024
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 100,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "dandizarr_server.zarr_api.exceptions.exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "dandizarr_server.zarr_api.parsers.json_body.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    # ASCII JSON (non-ASCII as \\uXXXX): an error that echoes a path with a lone surrogate
+    # must still encode, and JSON parsers read it back as the same string.
+    "UNICODE_JSON": False,
+    # The expensive reads' limits (dandizarr_server.zarr_api.throttles): per address, per account.
+    "DEFAULT_THROTTLE_RATES": {
+        "expensive_anon": env_str("DANDIZARR_THROTTLE_ANON", "300/min"),
+        "expensive_user": env_str("DANDIZARR_THROTTLE_USER", "1200/min"),
+        "token_failures": env_str("DANDIZARR_TOKEN_FAILURE_RATE", "30/min"),
+    },
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "dandizarr",
+    "DESCRIPTION": "Zarr archives in object storage with a verifiable tree hash.",
+    "VERSION": __version__,
+    # Swagger UI and Redoc from the installed drf-spectacular-sidecar, not from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+# The version /api/info/ reports (the app does not import the client package for it).
+DANDIZARR_VERSION = __version__
+
+# Django's cache: the expensive reads' rate counts (dandizarr_server.zarr_api.throttles), cached
+# previews. One
+# process's memory by default (`dandizarr serve` is one process); several web workers share
+# counts only through a shared cache: DANDIZARR_CACHE_URL=redis://host:6379/1.
+_CACHE_URL = env("DANDIZARR_CACHE_URL")
+if _CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _CACHE_URL,
+        }
+    }
+
+# --- Object storage --------------------------------------------------------------------------
+DANDIZARR_STORAGE = env_str("DANDIZARR_STORAGE", "local")
+if DANDIZARR_STORAGE not in {"local", "s3"}:
+    raise ValueError(f"DANDIZARR_STORAGE must be 'local' or 's3', got {DANDIZARR_STORAGE!r}")
+DANDIZARR_LOCAL_STORAGE_DIR = Path(
+    env_str("DANDIZARR_LOCAL_STORAGE_DIR", str(DATA_DIR / "storage"))
+).resolve()
+DANDIZARR_S3_BUCKET = env_str("DANDIZARR_S3_BUCKET", "dandiarchive")
+DANDIZARR_S3_REGION = env_str("DANDIZARR_S3_REGION", "us-east-1")
+DANDIZARR_S3_ENDPOINT_URL = env("DANDIZARR_S3_ENDPOINT_URL")
+# Presigned URLs are signed for this endpoint when the service reaches S3 at an address
+# clients cannot (e.g. http://minio:9000 inside docker-compose).
+DANDIZARR_S3_PRESIGN_ENDPOINT_URL = env("DANDIZARR_S3_PRESIGN_ENDPOINT_URL")
+# A public bucket's URL: manifests then give plain object URLs that never expire.
+DANDIZARR_S3_PUBLIC_READ_URL = env("DANDIZARR_S3_PUBLIC_READ_URL")
+DANDIZARR_S3_ACCESS_KEY_ID = env("AWS_ACCESS_KEY_ID")
+DANDIZARR_S3_SECRET_ACCESS_KEY = env("AWS_SECRET_ACCESS_KEY")
+DANDIZARR_S3_MAX_POOL_CONNECTIONS = env_int("DANDIZARR_S3_MAX_POOL_CONNECTIONS", 64)
+# Upload URLs cannot be revoked on S3: a batch's keys are reconciled with storage, and its
+# archive may be published, only once they have expired (plus the margin: uploads in flight,
+# clock skew). Long enough for one batch's PUTs, no longer.
+DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS = env_int("DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS", 600)
+DANDIZARR_RECONCILE_MARGIN_SECONDS = env_int("DANDIZARR_RECONCILE_MARGIN_SECONDS", 300)
+
+# --- Archive rules ---------------------------------------------------------------------------
+DANDIZARR_BATCH_LIMIT = env_int("DANDIZARR_BATCH_LIMIT", 500)
+# Concurrent storage requests when verifying or deleting a batch.
+DANDIZARR_STORAGE_CONCURRENCY = env_int("DANDIZARR_STORAGE_CONCURRENCY", 32)
+# An open batch older than this is cancelled by the periodic sweep (its URLs expired long ago).
+DANDIZARR_STALE_BATCH_SECONDS = env_int("DANDIZARR_STALE_BATCH_SECONDS", 24 * 3600)
+# How often beat runs that sweep.
+DANDIZARR_STALE_SWEEP_INTERVAL_SECONDS = env_int("DANDIZARR_STALE_SWEEP_INTERVAL_SECONDS", 3600)
+# A batch pending longer than this has lost its tree-update task (a broker restart emptied the
+# queue, a worker died); beat requeues such updates every DANDIZARR_RESUME_INTERVAL_SECONDS.
+DANDIZARR_STALLED_UPDATE_SECONDS = env_int("DANDIZARR_STALLED_UPDATE_SECONDS", 60)
+DANDIZARR_RESUME_INTERVAL_SECONDS = env_int("DANDIZARR_RESUME_INTERVAL_SECONDS", 60)
+# How often ended batches whose upload URLs have expired are reconciled with storage (S3).
+DANDIZARR_RECONCILE_SWEEP_SECONDS = env_int("DANDIZARR_RECONCILE_SWEEP_SECONDS", 120)
+# Sharded archives (docs/sharded.md): members per pack batch; uncompressed bytes a shard made by
+# POST pack/ aims at; dead share of a shard (deleted or overwritten members) that triggers its
+# compaction.
+DANDIZARR_PACK_MEMBER_LIMIT = env_int("DANDIZARR_PACK_MEMBER_LIMIT", 100_000)
+DANDIZARR_SHARD_TARGET_BYTES = env_int("DANDIZARR_SHARD_TARGET_BYTES", 64 << 20)
+DANDIZARR_SHARD_COMPACT_PERCENT = env_int("DANDIZARR_SHARD_COMPACT_PERCENT", 50)
+# Decoded .checksum listings kept per process for browsing, in entries (files + directories):
+# about 200 bytes each, so the default holds the service near 40 MB of them.
+DANDIZARR_LISTING_CACHE_ENTRIES = env_int("DANDIZARR_LISTING_CACHE_ENTRIES", 200_000)
+
+# Previews (archive pages): render threads, renders waiting beyond them (then 503), and the
+# time one render may read for.
+DANDIZARR_PREVIEW_WORKERS = env_int("DANDIZARR_PREVIEW_WORKERS", 2)
+DANDIZARR_PREVIEW_QUEUE = env_int("DANDIZARR_PREVIEW_QUEUE", 4)
+DANDIZARR_PREVIEW_SECONDS = env_int("DANDIZARR_PREVIEW_SECONDS", 5)
+
+# Tests only: kill the process at this named step (dandizarr_server.zarr_api.crash.crash_point).
+DANDIZARR_CRASH_AT = env("DANDIZARR_CRASH_AT")
+
+# --- The real dandi CLI (docs/api.md, "DANDI clients") ---------------------------------------
+# The DANDI schema version /api/info/ advertises: the newest dandi accepts its own or an older
+# one of the same minor version (dandischema 0.14: 0.8.0); dandi 0.48.1 wants exactly 0.6.3.
+DANDIZARR_DANDI_SCHEMA_VERSION = env_str("DANDIZARR_DANDI_SCHEMA_VERSION", "0.8.0")
+DANDIZARR_DANDI_CLI_MINIMAL_VERSION = env_str("DANDIZARR_DANDI_CLI_MINIMAL_VERSION", "0.48.1")
+# Files one upload batch may gather, request by request (POST upload/add/, or DANDI's POST
+# files/), before it is completed (per request: the batch limit).
+DANDIZARR_OPEN_BATCH_FILE_LIMIT = env_int("DANDIZARR_OPEN_BATCH_FILE_LIMIT", 100_000)
+
+# --- Celery ----------------------------------------------------------------------------------
+CELERY_BROKER_URL = env("CELERY_BROKER_URL")
+# Without a broker the tasks run inline, in the request: the embedded single-machine default.
+CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+CELERY_TASK_EAGER_PROPAGATES = True
+# Without a broker, ``dandizarr serve`` runs tasks in a background thread of its process
+# (dandizarr_server.zarr_api.background) instead of inline in the request that scheduled them.
+DANDIZARR_TASKS_IN_BACKGROUND = CELERY_TASK_ALWAYS_EAGER and env_bool(
+    "DANDIZARR_TASKS_IN_BACKGROUND", False
+)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = env_str("DANDIZARR_CELERY_QUEUE", "dandizarr")
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+# A message whose worker died is redelivered after this long; tasks are idempotent, so an early
+# redelivery of a slow task is harmless.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("DANDIZARR_CELERY_VISIBILITY_TIMEOUT", 300),
+}
+CELERY_BEAT_SCHEDULE = {
+    "cancel-stale-batches": {
+        "task": "dandizarr_server.zarr_api.tasks.cancel_stale_batches",
+        "schedule": float(DANDIZARR_STALE_SWEEP_INTERVAL_SECONDS),
+    },
+    "resume-stalled-tree-updates": {
+        "task": "dandizarr_server.zarr_api.tasks.resume_stalled_tree_updates",
+        "schedule": float(DANDIZARR_RESUME_INTERVAL_SECONDS),
+    },
+    "finish-batch-ends": {
+        "task": "dandizarr_server.zarr_api.tasks.finish_batch_ends",
+        "schedule": 60.0,
+    },
+    "finish-unembargoes": {
+        "task": "dandizarr_server.zarr_api.tasks.finish_unembargoes",
+        "schedule": 60.0,
+    },
+    "reconcile-due-batches": {
+        "task": "dandizarr_server.zarr_api.tasks.reconcile_due_batches",
+        "schedule": float(DANDIZARR_RECONCILE_SWEEP_SECONDS),
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("DANDIZARR_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "botocore": {"level": "WARNING"}},
+}

@@ -1,0 +1,1 @@
+"""SQLite for ``dandizarr serve`` (``ENGINE = "dandizarr_server.sqlite"``): see ``base``."""

@@ -1,0 +1,14 @@
+"""The root URL map: the admin, the OpenAPI schema and its docs, then the zarr_api routes."""
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="docs"),
+    path("", include("dandizarr_server.zarr_api.pages.urls")),
+    path("", include("dandizarr_server.zarr_api.reads_urls")),
+    path("", include("dandizarr_server.zarr_api.urls")),
+]

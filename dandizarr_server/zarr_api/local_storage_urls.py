@@ -1,0 +1,9 @@
+"""URLs of the local storage backend's presigned requests; included under ``storage/``."""
+
+from django.urls import path
+
+from dandizarr_server.zarr_api import local_storage_views
+
+urlpatterns = [
+    path("<path:key>", local_storage_views.object_view, name="local-storage-object"),
+]

@@ -1,0 +1,45 @@
+"""Recompute archives' .checksum trees from a storage listing and report any drift."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from dandizarr_server.zarr_api.exceptions import DomainError
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.services.audit import archive_audit
+
+
+class Command(BaseCommand):
+    help = "Audit zarr archives: rebuild the .checksum tree from storage, report and fix drift."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("zarr_ids", nargs="*", help="archives to audit (default: all)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        archives = ZarrArchive.objects.order_by("pk")
+        if options["zarr_ids"]:
+            archives = archives.filter(zarr_id__in=options["zarr_ids"])
+            if archives.count() != len(set(options["zarr_ids"])):
+                raise CommandError("some of the given zarr ids do not exist")
+        drifted = 0
+        for archive in archives:
+            try:
+                report = archive_audit(archive)
+            except DomainError as error:
+                self.stderr.write(f"{archive.zarr_id}: skipped: {error.message}")
+                continue
+            if report.drift:
+                drifted += 1
+                self.stdout.write(
+                    f"{archive.zarr_id}: DRIFT repaired: {report.checksum_before} -> "
+                    f"{report.checksum_after}; rewrote {len(report.directories_rewritten)}, "
+                    f"deleted {len(report.stale_checksum_files_deleted)} stale .checksum file(s); "
+                    f"corrupted members: {[c['path'] for c in report.corrupted_members]}; "
+                    f"deleted {len(report.stale_loose_copies_deleted)} stale loose copies and "
+                    f"{len(report.orphan_shards_deleted)} orphan shard object(s)"
+                )
+            else:
+                self.stdout.write(f"{archive.zarr_id}: ok {report.checksum_after}")
+        self.stdout.write(f"{drifted} archive(s) had drift")

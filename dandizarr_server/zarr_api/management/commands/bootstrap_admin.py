@@ -1,0 +1,57 @@
+"""Create the admin user, its API token and its password on first start; print how to use them."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from rest_framework.authtoken.models import Token
+
+from dandizarr_server.embedded import write_private_file
+
+ADMIN_USERNAME = "admin"
+TOKEN_FILE = "admin-token"
+PASSWORD_FILE = "admin-password"
+
+
+class Command(BaseCommand):
+    help = (
+        "Create the 'admin' superuser with an API token and a password if missing; write both "
+        "to files (mode 0600) in the data directory."
+    )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        user_model = get_user_model()
+        user, created = user_model.objects.get_or_create(
+            username=ADMIN_USERNAME, defaults={"is_staff": True, "is_superuser": True}
+        )
+        token, _ = Token.objects.get_or_create(user=user)
+        token_path = settings.DATA_DIR / TOKEN_FILE
+        write_private_file(token_path, token.key)
+        password_path = settings.DATA_DIR / PASSWORD_FILE
+        new_password = None
+        if created or not user.has_usable_password():
+            # First start (or an admin made before passwords were given out): a way into /admin/.
+            new_password = secrets.token_urlsafe(18)
+            user.set_password(new_password)
+            user.save(update_fields=["password"])
+            write_private_file(password_path, new_password)
+        self.stdout.write(f"dandizarr is starting at {settings.PUBLIC_URL}/")
+        self.stdout.write(f"admin API token: {token.key} (saved in {token_path})")
+        if new_password is not None:
+            self.stdout.write(
+                f"admin login at {settings.PUBLIC_URL}/admin/: user {ADMIN_USERNAME}, password "
+                f"{new_password} (shown once; saved in {password_path})"
+            )
+        else:
+            kept = f"saved in {password_path}" if password_path.exists() else "set earlier"
+            self.stdout.write(
+                f"admin login at {settings.PUBLIC_URL}/admin/: user {ADMIN_USERNAME}, password "
+                f"{kept}; change it with: python manage.py changepassword {ADMIN_USERNAME}"
+            )
+        self.stdout.write(
+            f"try: curl -H 'Authorization: Token {token.key}' {settings.PUBLIC_URL}/api/info/"
+        )

@@ -1,0 +1,288 @@
+"""The domain: dandisets with a draft and published versions, zarr archives, upload batches.
+
+Only each archive's root checksum, file count and size live in the database; the tree of
+``.checksum`` files lives in object storage next to the archive (``zarr_checksums/{zarr_id}/``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from dandizarr.checksums import EMPTY_DIGEST
+from dandizarr_server.zarr_api import keys
+
+
+class Dandiset(models.Model):
+    class EmbargoStatus(models.TextChoices):
+        # Everyone reads it.
+        OPEN = "OPEN"
+        # Private: its owners and staff alone see anything of it
+        # (dandizarr_server.zarr_api.permissions).
+        EMBARGOED = "EMBARGOED"
+        # Released by its owners; still private until the release's work is done.
+        UNEMBARGOING = "UNEMBARGOING"
+
+    name = models.CharField(max_length=255)
+    owners = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="dandisets")
+    created = models.DateTimeField(auto_now_add=True)
+    embargo_status = models.CharField(
+        max_length=16, choices=EmbargoStatus.choices, default=EmbargoStatus.OPEN
+    )
+
+    @property
+    def is_private(self) -> bool:
+        return self.embargo_status != self.EmbargoStatus.OPEN
+
+    class Meta:
+        ordering = ["id"]
+
+    @property
+    def identifier(self) -> str:
+        return f"{self.pk:06d}"
+
+    def __str__(self) -> str:
+        return f"{self.identifier} {self.name}"
+
+
+class Version(models.Model):
+    DRAFT = "draft"
+
+    dandiset = models.ForeignKey(Dandiset, on_delete=models.CASCADE, related_name="versions")
+    # "draft", or the published version string 0.YYMMDD.HHMMSS.
+    version = models.CharField(max_length=32)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["dandiset_id", "created"]
+        constraints = [
+            models.UniqueConstraint(fields=["dandiset", "version"], name="unique_version"),
+        ]
+
+    @property
+    def is_draft(self) -> bool:
+        return self.version == self.DRAFT
+
+    def __str__(self) -> str:
+        return f"{self.dandiset.identifier}/{self.version}"
+
+
+class ZarrArchive(models.Model):
+    class Layout(models.TextChoices):
+        # One object per file.
+        LOOSE = "loose"
+        # Chunk files of arrays stored in shard objects (docs/sharded.md).
+        SHARDED = "sharded"
+
+    zarr_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=255)
+    dandiset = models.ForeignKey(Dandiset, on_delete=models.PROTECT, related_name="zarr_archives")
+    # Root checksum of the .checksum tree as of the last applied batch.
+    checksum = models.CharField(max_length=64, default=EMPTY_DIGEST)
+    file_count = models.BigIntegerField(default=0)
+    size = models.BigIntegerField(default=0)
+    # Set once a published version contains the archive; never unset.
+    frozen = models.BooleanField(default=False)
+    layout = models.CharField(max_length=16, choices=Layout.choices, default=Layout.LOOSE)
+    # A conversion into shards (POST pack/) is running; uploads wait for it.
+    packing = models.BooleanField(default=False)
+    # Where storage cannot refuse a presigned PUT (S3): the last moment an upload URL issued
+    # for the archive can still be used. Publishing waits for it (README, replayed URLs).
+    upload_urls_valid_until = models.DateTimeField(null=True, blank=True)
+    # Keys found differing from the tree when a batch was reconciled with storage after its
+    # URLs expired (a replayed URL, a write behind the service); the tree was repaired.
+    drift_count = models.BigIntegerField(default=0)
+    last_drift_at = models.DateTimeField(null=True, blank=True)
+    last_drift = models.TextField(blank=True, default="")
+    created = models.DateTimeField(auto_now_add=True)
+    modified = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["dandiset", "name"], name="unique_archive_name"),
+        ]
+
+    @property
+    def storage_prefix(self) -> str:
+        return keys.files_prefix(self.zarr_id)
+
+    @property
+    def checksum_prefix(self) -> str:
+        return keys.checksums_prefix(self.zarr_id)
+
+    @property
+    def shard_prefix(self) -> str:
+        return keys.shards_prefix(self.zarr_id)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.zarr_id})"
+
+
+class TreeLock(models.Model):
+    """One row per archive, locked while its .checksum tree is updated.
+
+    Separate from the archive row so that starting and completing batches (which lock the
+    archive) never wait for a tree update in progress.
+    """
+
+    archive = models.OneToOneField(ZarrArchive, on_delete=models.CASCADE, related_name="tree_lock")
+
+
+class Batch(models.Model):
+    class Kind(models.TextChoices):
+        UPLOAD = "upload"
+        DELETE = "delete"
+        # Shard objects whose members are files of the archive.
+        PACK = "pack"
+
+    class State(models.TextChoices):
+        # Upload URLs handed out, files being PUT.
+        OPEN = "open"
+        # Verified (or a deletion accepted); waiting for its tree update.
+        PENDING = "pending"
+        # Reflected in the .checksum tree and the archive's checksum.
+        APPLIED = "applied"
+        CANCELLED = "cancelled"
+        # A pack batch with a member whose bytes did not match its declared md5.
+        FAILED = "failed"
+        # Intents committed before storage is touched, finished by the request or, after a
+        # crash, by the periodic sweep: a cancel deleting its uploads, a deletion its objects.
+        CANCELLING = "cancelling"
+        DELETING = "deleting"
+
+    archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="batches")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    state = models.CharField(max_length=16, choices=State.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    # Order in which pending batches are applied; assigned under the archive's row lock.
+    sequence = models.BigIntegerField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    completed = models.DateTimeField(null=True, blank=True)
+    applied = models.DateTimeField(null=True, blank=True)
+    # Why a deletion batch exists (user request, cancel of an upload, ...), for the admin.
+    note = models.CharField(max_length=255, blank=True, default="")
+    # Why a batch failed, naming the paths.
+    error = models.TextField(blank=True, default="")
+    # Where storage cannot refuse a presigned PUT (S3): when the URLs that could still change
+    # this batch's keys have expired, so its keys are to be checked against the tree; null
+    # once checked (or when there is nothing to check).
+    reconcile_after = models.DateTimeField(null=True, blank=True)
+    # An open upload batch's directories (every ancestor of its files), so files joining it
+    # are checked against them without reading all of its files again.
+    directories = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            # The database itself guarantees at most one open upload per archive.
+            models.UniqueConstraint(
+                fields=["archive"], condition=Q(state="open"), name="one_open_batch_per_archive"
+            ),
+        ]
+        indexes = [models.Index(fields=["archive", "state", "sequence"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} batch {self.pk} ({self.state}) of {self.archive.zarr_id}"
+
+
+# Batches that will still change their archive: its tree, or (cancels, deletions) its storage.
+CHANGING_STATES = (Batch.State.CANCELLING, Batch.State.DELETING, Batch.State.PENDING)
+BUSY_STATES = (Batch.State.OPEN, *CHANGING_STATES)
+
+
+class Shard(models.Model):
+    """One shard object of a sharded archive: immutable once written (a rewrite is a new one)."""
+
+    class State(models.TextChoices):
+        # Declared in a pack batch; its members are not files of the archive yet.
+        PENDING = "pending"
+        # Holds members of the archive.
+        LIVE = "live"
+        # Cancelled, failed or replaced: its object is (being) deleted.
+        DISCARDED = "discarded"
+
+    archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="shards")
+    batch = models.ForeignKey(
+        "Batch", null=True, blank=True, on_delete=models.SET_NULL, related_name="shards"
+    )
+    name = models.TextField()
+    key = models.TextField(unique=True)
+    size = models.BigIntegerField()
+    md5 = models.CharField(max_length=32)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    # Every member's md5 was checked against the object's bytes.
+    verified = models.BooleanField(default=False)
+    # Bytes of members since deleted or overwritten (what compaction would reclaim).
+    dead_bytes = models.BigIntegerField(default=0)
+    # The index shape of the object's trailing sharding_indexed index, when known.
+    chunks_per_shard = models.JSONField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["archive", "state"])]
+
+    def __str__(self) -> str:
+        return f"shard {self.name} ({self.state}) of {self.archive_id}"
+
+
+class ShardMember(models.Model):
+    """Where a packed file's bytes are: authoritative (a path without a row is loose)."""
+
+    archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="members")
+    path = models.TextField()
+    shard = models.ForeignKey(Shard, on_delete=models.PROTECT, related_name="members")
+    offset = models.BigIntegerField()
+    length = models.BigIntegerField()
+    md5 = models.CharField(max_length=32)
+    slot = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["archive", "path"], name="unique_member_path")
+        ]
+
+
+class BatchFile(models.Model):
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="files")
+    path = models.TextField()
+    # Declared md5 for uploads; empty for deletions.
+    md5 = models.CharField(max_length=32, blank=True, default="")
+    # Size reported by storage at verification (declared, for members); null for deletions.
+    size = models.BigIntegerField(null=True, blank=True)
+    # For a member of a pack batch: its shard, byte offset and slot in the shard's index.
+    shard = models.ForeignKey(
+        Shard, null=True, blank=True, on_delete=models.SET_NULL, related_name="declared"
+    )
+    offset = models.BigIntegerField(null=True, blank=True)
+    slot = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["batch", "path"], name="unique_batch_path")]
+
+
+class Asset(models.Model):
+    asset_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="assets")
+    path = models.CharField(max_length=512)
+    zarr = models.ForeignKey(ZarrArchive, on_delete=models.PROTECT, related_name="assets")
+    metadata = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    modified = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["version", "path"], name="unique_asset_path"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version}:{self.path}"

@@ -1,0 +1,70 @@
+"""A picture of an array: its middle 2-D plane as a greyscale PNG, scaled to the data's range
+and to at most PREVIEW_SIDE pixels, cached per tree version of the archive."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+import numpy as np
+from django.core.cache import cache
+from PIL import Image
+
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.tree import tree_version
+
+PREVIEW_SIDE = 512
+# Cached previews and array lists outlive no tree version (the key holds it) and a day.
+CACHE_SECONDS = 24 * 3600
+
+T = TypeVar("T")
+
+
+def preview_size(height: int, width: int) -> tuple[int, int]:
+    """(width, height) of the picture: the longer side PREVIEW_SIDE, the aspect kept."""
+    scale = PREVIEW_SIDE / max(height, width)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def to_grey(plane: np.ndarray) -> np.ndarray:
+    """uint8 of the plane, its finite minimum black and maximum white (NaN black)."""
+    values = np.abs(plane) if plane.dtype.kind == "c" else plane
+    values = values.astype(np.float64)
+    finite = np.isfinite(values)
+    if not finite.any():
+        return np.zeros(values.shape, np.uint8)
+    low, high = float(values[finite].min()), float(values[finite].max())
+    span = high - low or 1.0
+    scaled = np.where(finite, (values - low) * (255.0 / span), 0.0)
+    return np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
+
+
+def render_png(plane: np.ndarray) -> bytes:
+    height, width = plane.shape
+    image = Image.fromarray(to_grey(plane), mode="L")
+    size = preview_size(height, width)
+    # Enlarged pixels stay sharp squares; reductions average (no aliasing).
+    shrink = size[0] < width
+    image = image.resize(size, Image.Resampling.BOX if shrink else Image.Resampling.NEAREST)
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    return out.getvalue()
+
+
+def version_tag(archive: ZarrArchive) -> str:
+    """A short name of the archive's tree version (an ETag, a cache key part)."""
+    version: Hashable = tree_version(archive.modified, archive.checksum)
+    return hashlib.sha256(repr((str(archive.zarr_id), version)).encode()).hexdigest()[:32]
+
+
+def cached(archive: ZarrArchive, kind: str, name: str, compute: Callable[[], T]) -> T:
+    """``compute()`` once per tree version of ``archive`` (per process cache)."""
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    key = f"dandizarr:{kind}:{version_tag(archive)}:{digest}"
+    hit = cache.get(key)
+    if hit is None:
+        hit = (compute(),)
+        cache.set(key, hit, CACHE_SECONDS)
+    return hit[0]

@@ -1,0 +1,105 @@
+"""An archive's files as a ``dandizarr.sharding.store.KeyValueStore`` (read-only), by archive path.
+
+A loose file is its object under the archive's prefix; a packed file (sharded archives,
+docs/sharded.md) is a byte range of its shard object, and a range of it is the same range
+shifted into the shard. So the sharding library's ``Array`` reads any archive's arrays, packed
+or not, with one storage request per chunk (two for a ``sharding_indexed`` chunk: its index and
+its inner chunks).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from dandizarr.objectstore import ObjectStore
+from dandizarr.sharding.store import ObjectStoreKV, RangeRead
+from dandizarr_server.zarr_api.models import ShardMember, ZarrArchive
+from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, member_location
+
+_LOOKUP_BLOCK = 1000
+
+
+class ReadBudgetExceeded(ValueError):
+    """A read would start after the reader's deadline."""
+
+
+@dataclass
+class ArchiveFiles:
+    """Reads of archive ``archive``'s files; ``prefetch`` looks up many packed files at once."""
+
+    archive: ZarrArchive
+    store: ObjectStore
+    # time.monotonic() after which no more reads start (a preview's time budget).
+    deadline: float | None = None
+    # Reads made (each one storage request).
+    reads: int = 0
+    _locations: dict[str, MemberLocation | None] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._loose = ObjectStoreKV(self.store, self.archive.storage_prefix)
+        self._shards = ObjectStoreKV(self.store)
+
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """Where each of ``paths`` is, in one query per thousand (loose archives: none)."""
+        wanted = [p for p in paths if p not in self._locations]
+        if self.archive.layout == ZarrArchive.Layout.LOOSE:
+            self._locations.update(dict.fromkeys(wanted))
+            return
+        for start in range(0, len(wanted), _LOOKUP_BLOCK):
+            block = wanted[start : start + _LOOKUP_BLOCK]
+            self._locations.update(dict.fromkeys(block))
+            rows = ShardMember.objects.filter(archive=self.archive, path__in=block).values_list(
+                "path", "shard__key", "offset", "length"
+            )
+            for path, key, offset, length in rows:
+                self._locations[path] = MemberLocation(key, offset, length)
+
+    def _location(self, path: str) -> MemberLocation | None:
+        if path not in self._locations:
+            self._locations[path] = (
+                None
+                if self.archive.layout == ZarrArchive.Layout.LOOSE
+                else member_location(self.archive, path)
+            )
+        return self._locations[path]
+
+    def _start_read(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise ReadBudgetExceeded(f"reading stopped after {self.reads} reads: out of time")
+        self.reads += 1
+
+    def get(self, key: str) -> bytes | None:
+        self._start_read()
+        location = self._location(key)
+        if location is None:
+            return self._loose.get(key)
+        got = self._shards.get_range(
+            location.key, location.offset, location.offset + location.length
+        )
+        return None if got is None else got.data
+
+    def get_range(
+        self, key: str, start: int, end: int | None = None, *, if_version: str | None = None
+    ) -> RangeRead | None:
+        self._start_read()
+        location = self._location(key)
+        if location is None:
+            return self._loose.get_range(key, start, end, if_version=if_version)
+        stop = location.offset + location.length
+        if start < 0 and end is None:
+            first = max(location.offset, stop + start)
+        else:
+            first = min(location.offset + start, stop)
+            stop = stop if end is None else min(location.offset + end, stop)
+        return self._shards.get_range(location.key, first, stop, if_version=if_version)
+
+    def set(self, key: str, value: bytes) -> None:
+        raise PermissionError("archive files are read-only here")
+
+    def delete(self, key: str) -> None:
+        raise PermissionError("archive files are read-only here")
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        raise NotImplementedError("list archives through their .checksum tree")

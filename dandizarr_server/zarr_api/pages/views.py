@@ -1,0 +1,166 @@
+"""The pages' views: read through ``reads`` and the API's selectors, render a template."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+from dandizarr.objectstore import ObjectStoreError
+from dandizarr.objectstore.user_bytes import INERT_HEADERS
+from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.pages import preview, reads
+from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
+from dandizarr_server.zarr_api.paths import directory_problem
+from dandizarr_server.zarr_api.selectors.archive_contents import FileNode, node_get
+from dandizarr_server.zarr_api.selectors.lookups import annotated_archive_get, archive_get
+from dandizarr_server.zarr_api.serializers import ArchiveSerializer
+from dandizarr_server.zarr_api.throttles import throttled
+
+PAGE_SIZE = 200
+_STATUS = ArchiveSerializer()  # the API's rules for an archive's status fields
+
+
+def _not_found_as_404(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except NotFound as error:
+            raise Http404(error.message) from error
+
+    return require_safe(wrapper)
+
+
+def _sees_server_paths(request: HttpRequest) -> bool:
+    """Whether the page may show where the server keeps its files (the admin token's path):
+    to staff, and to a request from this very machine; behind a proxy (DANDIZARR_TLS_PROXY)
+    every request comes from the proxy's address, so there to staff alone."""
+    if request.user.is_authenticated and request.user.is_staff:
+        return True
+    if getattr(settings, "SECURE_PROXY_SSL_HEADER", None):
+        return False
+    try:
+        return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback
+    except ValueError:
+        return False
+
+
+def _service_url(request: HttpRequest) -> str:
+    """This service's address, as the browser reached it."""
+    return request.build_absolute_uri("/").rstrip("/")
+
+
+def _status(archive: Any) -> dict[str, Any]:
+    return {
+        "checksum_status": _STATUS.get_checksum_status(archive),
+        "upload_in_progress": _STATUS.get_upload_in_progress(archive),
+        "shard_count": _STATUS.get_shard_count(archive),
+    }
+
+
+@require_safe
+def home(request: HttpRequest) -> HttpResponse:
+    dandisets = reads.dandisets_with_archives(request.user)
+    for dandiset in dandisets:
+        for archive in dandiset.archive_list:  # type: ignore[attr-defined]
+            archive.status = _status(archive)
+    return render(
+        request,
+        "dandizarr/home.html",
+        {
+            "version": settings.DANDIZARR_VERSION,
+            "service_url": _service_url(request),
+            "token_path": settings.DATA_DIR / "admin-token"
+            if _sees_server_paths(request)
+            else None,
+            "dandisets": dandisets,
+            "example_dandiset": dandisets[0].identifier if dandisets else "000001",
+        },
+    )
+
+
+def _page_number(request: HttpRequest) -> int:
+    raw = request.GET.get("page", "1")
+    if not raw.isdigit() or int(raw) < 1:
+        raise NotFound(f"no page {raw!r}: pages are numbered from 1")
+    return int(raw)
+
+
+def _archive_context(request: HttpRequest, zarr_id: str, path: str) -> dict[str, Any]:
+    archive = annotated_archive_get(zarr_id, request.user)
+    problem = directory_problem(path)
+    if problem:
+        raise NotFound(f"path {path!r} {problem}")
+    node = node_get(archive, path)
+    context: dict[str, Any] = {
+        "archive": archive,
+        "status": _status(archive),
+        "service_url": _service_url(request),
+        "crumbs": _crumbs(node.path),
+        "path": node.path,
+    }
+    if isinstance(node, FileNode):
+        context["file"] = node
+    else:
+        context["directory"] = reads.directory_page(node, _page_number(request), PAGE_SIZE)
+    return context
+
+
+def _crumbs(path: str) -> list[tuple[str, str]]:
+    """(name, path) of each directory from the root down to ``path``."""
+    parts = path.split("/") if path else []
+    return [(name, "/".join(parts[: i + 1])) for i, name in enumerate(parts)]
+
+
+@throttled
+@_not_found_as_404
+def archive(request: HttpRequest, zarr_id: str) -> HttpResponse:
+    context = _archive_context(request, zarr_id, "")
+    archive = context["archive"]
+    context["arrays"] = reads.archive_arrays(archive)
+    context["batches"] = reads.batch_history(archive)
+    context["version_tag"] = preview.version_tag(archive)
+    return render(request, "dandizarr/archive.html", context)
+
+
+@throttled
+@_not_found_as_404
+def tree(request: HttpRequest, zarr_id: str, path: str = "") -> HttpResponse:
+    return render(request, "dandizarr/tree.html", _archive_context(request, zarr_id, path))
+
+
+@throttled
+@_not_found_as_404
+def preview_png(request: HttpRequest, zarr_id: str) -> HttpResponse:
+    archive = archive_get(zarr_id, request.user)
+    array_path = request.GET.get("array", "")
+    etag = f'"{preview.version_tag(archive)}"'
+    if request.headers.get("If-None-Match") == etag:
+        return HttpResponseNotModified()
+    try:
+        png = reads.preview_png(archive, array_path)
+    except ValueError as error:  # Unsupported: the metadata, the chunks, the budget
+        return HttpResponse(
+            f"no preview: {error}", status=404, content_type="text/plain", headers=INERT_HEADERS
+        )
+    except RendererBusy as busy:
+        return _unavailable(str(busy), busy.retry_after)
+    except ObjectStoreError as error:
+        return _unavailable(f"storage did not answer: {error}", 5)
+    response = HttpResponse(png, content_type="image/png", headers=INERT_HEADERS)
+    response["ETag"] = etag
+    response["Cache-Control"] = "no-cache"
+    return response
+
+
+def _unavailable(detail: str, retry_after: int) -> HttpResponse:
+    response = JsonResponse({"detail": detail}, status=503)
+    response["Retry-After"] = str(retry_after)
+    return response

@@ -1,0 +1,197 @@
+"""An archive's contents: its .checksum tree (cached per committed version), the pending
+batches over it, and the files and directories a client browses."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from dandizarr.checksums import DirectoryListing, FileState
+from dandizarr.checksums.paths import folded
+from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
+from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.tree import (
+    CachedTree,
+    ListingCache,
+    StorageChecksumTree,
+    tree_version,
+)
+
+
+def archive_tree(archive: ZarrArchive) -> StorageChecksumTree:
+    return StorageChecksumTree(get_store(), str(archive.zarr_id))
+
+
+# Decoded .checksum listings of this process (web or worker), bounded by entries.
+_listing_cache: ListingCache | None = None
+
+
+def archive_tree_cached(archive: ZarrArchive) -> CachedTree:
+    """The archive's tree as of the row read, listings through this process's cache. Read the
+    row under the archive's TreeLock before a tree update, or under its row lock for the
+    path checks of a batch start."""
+    global _listing_cache
+    if _listing_cache is None:
+        _listing_cache = ListingCache(settings.DANDIZARR_LISTING_CACHE_ENTRIES)
+    return CachedTree(
+        archive_tree(archive), tree_version(archive.modified, archive.checksum), _listing_cache
+    )
+
+
+def pending_changes(
+    archive: ZarrArchive, batch_ids: Collection[int] | None = None
+) -> dict[str, FileState | None]:
+    """The net effect of the archive's pending (verified, not yet applied) batches, in order
+    (only of ``batch_ids`` when given)."""
+    changes: dict[str, FileState | None] = {}
+    rows = BatchFile.objects.filter(batch__archive=archive, batch__state=Batch.State.PENDING)
+    if batch_ids is not None:
+        rows = rows.filter(batch_id__in=list(batch_ids))
+    ordered = rows.order_by("batch__sequence", "id").values_list(
+        "batch__kind", "path", "md5", "size"
+    )
+    for kind, path, md5, size in ordered.iterator(chunk_size=2000):
+        # Pending uploads were verified, which recorded their sizes (members declare theirs).
+        changes[path] = None if kind == Batch.Kind.DELETE else FileState(size=size or 0, md5=md5)
+    return changes
+
+
+@dataclass
+class ArchiveSnapshot:
+    """What the archive holds once its pending batches are applied: the tree plus the overlay.
+
+    Reads each directory's .checksum at most once, all of one call's directories in parallel.
+    """
+
+    tree: StorageChecksumTree | CachedTree
+    pending: dict[str, FileState | None]
+
+    def __post_init__(self) -> None:
+        self._listings: dict[str, DirectoryListing | None] = {}
+        self._folded: dict[str, dict[str, str]] = {}
+        self._pending_dirs: set[str] = set()
+        for path, state in self.pending.items():
+            if state is not None:
+                parent = posixpath.dirname(path)
+                while parent and parent not in self._pending_dirs:
+                    self._pending_dirs.add(parent)
+                    parent = posixpath.dirname(parent)
+
+    def load(self, directories: Iterable[str]) -> None:
+        missing = sorted({d for d in directories if d not in self._listings})
+        if missing:
+            self._listings.update(self.tree.read_many(missing))
+
+    def file_state(self, path: str) -> FileState | None:
+        if path in self.pending:
+            return self.pending[path]
+        parent, name = posixpath.split(path)
+        listing = self._listing(parent)
+        if listing is None or name not in listing.files:
+            return None
+        entry = listing.files[name]
+        return FileState(size=entry.size, md5=entry.digest)
+
+    def is_directory(self, path: str) -> bool:
+        if path in self._pending_dirs:
+            return True
+        parent, name = posixpath.split(path)
+        listing = self._listing(parent)
+        return listing is not None and name in listing.directories
+
+    def folded_names(self, directory: str) -> dict[str, str]:
+        """The names in ``directory`` (files and directories, pending ones too), keyed by
+        their folded form (dandizarr.checksums.paths.folded); computed once per directory."""
+        if directory not in self._folded:
+            listing = self._listing(directory)
+            names = [*listing.files, *listing.directories] if listing is not None else []
+            names += [
+                posixpath.basename(path)
+                for path, state in self.pending.items()
+                if state is not None and posixpath.dirname(path) == directory
+            ]
+            self._folded[directory] = {folded(name): name for name in names}
+        return self._folded[directory]
+
+    def _listing(self, directory: str) -> DirectoryListing | None:
+        # Called per path: the usual case (loaded already) is a dict lookup.
+        if directory not in self._listings:
+            self.load([directory])
+        return self._listings[directory]
+
+    def files_state(self, paths: Iterable[str]) -> dict[str, FileState | None]:
+        paths = list(paths)
+        self.load(posixpath.dirname(p) for p in paths if p not in self.pending)
+        return {path: self.file_state(path) for path in paths}
+
+
+def archive_snapshot(archive: ZarrArchive, *, cached: bool = False) -> ArchiveSnapshot:
+    """The archive as its pending batches will leave it. ``cached``: the tree's listings come
+    from the read cache (safe for the path checks of a start: changes are absolute, so the
+    overlay of pending batches gives the same answer over any tree version they start from)."""
+    tree = archive_tree_cached(archive) if cached else archive_tree(archive)
+    return ArchiveSnapshot(tree, pending_changes(archive))
+
+
+@dataclass(frozen=True)
+class FileNode:
+    path: str
+    size: int
+    md5: str
+
+
+@dataclass(frozen=True)
+class DirectoryNode:
+    path: str
+    listing: DirectoryListing
+
+
+def node_get(archive: ZarrArchive, path: str) -> FileNode | DirectoryNode:
+    """A file or directory of the applied tree; one .checksum read for a directory."""
+    tree = archive_tree_cached(archive)
+    path = path.strip("/")
+    listing = tree.read(path)
+    if listing is not None:
+        return DirectoryNode(path, listing)
+    if path == "":
+        return DirectoryNode("", DirectoryListing())
+    parent, name = posixpath.split(path)
+    parent_listing = tree.read(parent)
+    if parent_listing is not None and name in parent_listing.files:
+        entry = parent_listing.files[name]
+        return FileNode(path, entry.size, entry.digest)
+    raise NotFound(f"{path!r} is not in zarr archive {archive.zarr_id}", path=path)
+
+
+def files_below(
+    archive: ZarrArchive, directory: str, *, after: str | None = None
+) -> Iterator[FileNode]:
+    """Every file below ``directory`` in path order, from the tree, starting after ``after``.
+
+    Walks the .checksum tree depth-first, skipping subtrees wholly before the cursor.
+    """
+    tree = archive_tree_cached(archive)
+
+    def walk(prefix: str) -> Iterator[FileNode]:
+        listing = tree.read(prefix)
+        if listing is None:
+            return
+        entries: list[tuple[str, bool]] = [(name, False) for name in listing.files]
+        entries += [(name, True) for name in listing.directories]
+        # Path order: a directory's files sort as "name/..." ("/" is U+002F).
+        entries.sort(key=lambda item: item[0] + "/" if item[1] else item[0])
+        for name, is_dir in entries:
+            path = f"{prefix}/{name}" if prefix else name
+            if is_dir:
+                if after is not None and after >= path + "/\U0010ffff":
+                    continue
+                yield from walk(path)
+            elif after is None or path > after:
+                entry = listing.files[name]
+                yield FileNode(path, entry.size, entry.digest)
+
+    yield from walk(directory.strip("/"))

@@ -1,0 +1,155 @@
+"""Rows by their public identifiers (404 when absent), and archives annotated for the API."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from dandizarr_server.zarr_api.exceptions import NotFound, SignInRequired
+from dandizarr_server.zarr_api.models import (
+    CHANGING_STATES,
+    Asset,
+    Batch,
+    Dandiset,
+    Shard,
+    Version,
+    ZarrArchive,
+)
+from dandizarr_server.zarr_api.permissions import Requester, readable_dandisets, user_can_read
+
+# The largest primary key a database row can have (a 64-bit signed integer).
+MAX_ROW_ID = 2**63 - 1
+
+
+def parse_zarr_id(zarr_id: object) -> uuid.UUID | None:
+    """A UUID (zarr ids and asset ids are UUIDs), or None when ``zarr_id`` is none."""
+    try:
+        return zarr_id if isinstance(zarr_id, uuid.UUID) else uuid.UUID(str(zarr_id))
+    except ValueError:
+        return None
+
+
+def parse_row_id(text: str) -> int | None:
+    """A row's integer id (a dandiset's identifier, a batch's id), or None when ``text`` is
+    not one (not ASCII digits, or past what a database row id can be)."""
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_ROW_ID:
+        return None
+    return int(text)
+
+
+def archive_get(zarr_id: str | uuid.UUID, requester: Requester | None) -> ZarrArchive:
+    """The archive, if ``requester`` may read it (dandizarr_server.zarr_api.permissions); else, as
+    when there
+    is none, NotFound."""
+    parsed = parse_zarr_id(zarr_id)
+    if parsed is None:
+        raise NotFound(f"no zarr archive with zarr_id {zarr_id!r}: zarr ids are UUIDs")
+    archive = ZarrArchive.objects.select_related("dandiset").filter(zarr_id=parsed).first()
+    if archive is None or not user_can_read(requester, archive.dandiset):
+        raise NotFound(f"no zarr archive with zarr_id {zarr_id}")
+    return archive
+
+
+def dandiset_get(identifier: str, requester: Requester | None) -> Dandiset:
+    """The dandiset, if ``requester`` may read it; else, as when there is none, NotFound, or
+    for a request without credentials SignInRequired (401): the DANDI client signs in (with
+    ``DANDI_API_KEY``) only after a 401, and an absent dandiset answers the same, so the 401
+    says nothing of whether a private one exists."""
+    pk = parse_row_id(identifier)
+    if pk is None:
+        raise NotFound(f"no dandiset {identifier!r}: identifiers are six digits")
+    dandiset = Dandiset.objects.filter(pk=pk).first()
+    if dandiset is None or not user_can_read(requester, dandiset):
+        if requester is None or not requester.is_authenticated:
+            raise SignInRequired(
+                f"no dandiset {identifier} is visible without credentials: send "
+                "'Authorization: Token ...' if it is yours"
+            )
+        raise NotFound(f"no dandiset {identifier}")
+    return dandiset
+
+
+def version_get(identifier: str, version: str, requester: Requester | None) -> Version:
+    dandiset = dandiset_get(identifier, requester)
+    found = Version.objects.filter(dandiset=dandiset, version=version).first()
+    if found is None:
+        raise NotFound(f"dandiset {identifier} has no version {version!r}")
+    return found
+
+
+def asset_get(identifier: str, version: str, asset_id: str, requester: Requester | None) -> Asset:
+    assets = version_get(identifier, version, requester).assets.select_related(
+        "zarr", "version__dandiset"
+    )
+    parsed = parse_zarr_id(asset_id)
+    if parsed is None:
+        raise NotFound(f"no asset {asset_id!r} in {identifier}/{version}: asset ids are UUIDs")
+    found = assets.filter(asset_id=parsed).first()
+    if found is None:
+        raise NotFound(f"no asset {asset_id} in {identifier}/{version}")
+    return found
+
+
+def batch_get(archive: ZarrArchive, batch_id: str) -> Batch:
+    pk = parse_row_id(batch_id)
+    batch = Batch.objects.filter(archive=archive, pk=pk).first() if pk is not None else None
+    if batch is None:
+        raise NotFound(f"zarr archive {archive.zarr_id} has no batch {batch_id!r}")
+    return batch
+
+
+def readable_archives(requester: Requester | None) -> QuerySet[ZarrArchive]:
+    return ZarrArchive.objects.filter(readable_dandisets(requester, "dandiset__"))
+
+
+def archives_annotated(requester: Requester | None) -> QuerySet[ZarrArchive]:
+    """The archives ``requester`` may read, with ``has_open_batch`` and ``has_pending_batch``
+    for the API's status fields."""
+    return (
+        readable_archives(requester)
+        .select_related("dandiset")
+        .annotate(
+            has_open_batch=Exists(
+                Batch.objects.filter(archive=OuterRef("pk"), state=Batch.State.OPEN)
+            ),
+            has_pending_batch=Exists(
+                Batch.objects.filter(archive=OuterRef("pk"), state__in=CHANGING_STATES)
+            ),
+            live_shards=Coalesce(
+                Subquery(
+                    Shard.objects.filter(archive=OuterRef("pk"), state=Shard.State.LIVE)
+                    .values("archive")
+                    .annotate(n=Count("pk"))
+                    .values("n")[:1]
+                ),
+                0,
+            ),
+        )
+    )
+
+
+def annotated_archive_get(zarr_id: str, requester: Requester | None) -> ZarrArchive:
+    parsed = parse_zarr_id(zarr_id)
+    archive = archives_annotated(requester).filter(zarr_id=parsed).first() if parsed else None
+    if archive is None:
+        raise NotFound(f"no zarr archive with zarr_id {zarr_id!r}")
+    return archive
+
+
+def archives_with_stalled_tree_updates(older_than_seconds: int = 60) -> list[int]:
+    """Archives with a batch pending for longer than a tree update takes (its task was lost)."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    return list(
+        Batch.objects.filter(state=Batch.State.PENDING, completed__lt=cutoff)
+        .values_list("archive_id", flat=True)
+        .distinct()
+    )
+
+
+def readable_dandisets_list(requester: Requester | None) -> QuerySet[Dandiset]:
+    """Every dandiset ``requester`` may read (lists, the home page)."""
+    return Dandiset.objects.filter(readable_dandisets(requester))

@@ -1,0 +1,88 @@
+"""Where packed files live (ShardMember rows) and reading their bytes out of shard objects."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from dandizarr.sharding.archive_packing import MemberRecord
+from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
+from dandizarr_server.zarr_api.storage import STREAM_BLOCK, get_store
+
+
+@dataclass(frozen=True)
+class MemberLocation:
+    key: str
+    offset: int
+    length: int
+
+
+def member_location(archive: ZarrArchive, path: str) -> MemberLocation | None:
+    row = (
+        ShardMember.objects.filter(archive=archive, path=path)
+        .values_list("shard__key", "offset", "length")
+        .first()
+    )
+    return MemberLocation(*row) if row else None
+
+
+def member_locations(archive: ZarrArchive, paths: Iterable[str]) -> dict[str, MemberLocation]:
+    """Where each packed file among ``paths`` lives (one query per 1000 paths)."""
+    paths = list(paths)
+    found: dict[str, MemberLocation] = {}
+    for start in range(0, len(paths), 1000):
+        rows = ShardMember.objects.filter(
+            archive=archive, path__in=paths[start : start + 1000]
+        ).values_list("path", "shard__key", "offset", "length")
+        found.update((path, MemberLocation(key, o, n)) for path, key, o, n in rows)
+    return found
+
+
+def packed_paths(archive: ZarrArchive, paths: Iterable[str]) -> set[str]:
+    paths = list(paths)
+    found: set[str] = set()
+    for start in range(0, len(paths), 1000):
+        found.update(
+            ShardMember.objects.filter(
+                archive=archive, path__in=paths[start : start + 1000]
+            ).values_list("path", flat=True)
+        )
+    return found
+
+
+def iter_member_bytes(location: MemberLocation) -> Iterator[bytes]:
+    store = get_store()
+    end = location.offset + location.length
+    position = location.offset
+    while position < end:
+        stop = min(position + STREAM_BLOCK, end)
+        yield store.get_range(location.key, position, stop)
+        position = stop
+
+
+def declared_members(shard: Shard) -> list[MemberRecord]:
+    """The members a pack batch declared for ``shard`` (before it is verified and applied)."""
+    rows = BatchFile.objects.filter(shard=shard).values_list(
+        "path", "offset", "size", "md5", "slot"
+    )
+    return [MemberRecord(p, o or 0, s or 0, m, slot) for p, o, s, m, slot in rows]
+
+
+def live_members(shard: Shard) -> list[MemberRecord]:
+    """The members the archive reads from ``shard`` now."""
+    return [
+        MemberRecord(m.path, m.offset, m.length, m.md5, m.slot)
+        for m in ShardMember.objects.filter(shard=shard)
+    ]
+
+
+def unverified_pack_batches(archive_pk: int) -> set[int]:
+    """Pending pack batches of the archive with a shard whose members are not checked yet."""
+    return set(
+        Shard.objects.filter(
+            archive_id=archive_pk,
+            batch__state=Batch.State.PENDING,
+            batch__kind=Batch.Kind.PACK,
+            verified=False,
+        ).values_list("batch_id", flat=True)
+    )

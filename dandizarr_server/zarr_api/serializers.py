@@ -1,0 +1,199 @@
+"""Output shapes of the API, and the simple input shapes (larger bodies:
+``dandizarr_server.zarr_api.parsers``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+from rest_framework import serializers
+
+from dandizarr_server.zarr_api.models import (
+    CHANGING_STATES,
+    Asset,
+    Batch,
+    Dandiset,
+    Version,
+    ZarrArchive,
+)
+from dandizarr_server.zarr_api.selectors.dandi import (
+    archive_status,
+    asset_metadata,
+    dandiset_summary,
+)
+from dandizarr_server.zarr_api.storage import bucket_path, prefix_url
+
+
+class StrictCharField(serializers.CharField):
+    """A string, and only a string: ``"name": 5`` is a 400, not the name "5"."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+class DandisetSerializer(serializers.ModelSerializer[Dandiset]):
+    identifier = serializers.CharField(read_only=True)
+    owners: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="username"
+    )
+
+    class Meta:
+        model = Dandiset
+        fields = ["identifier", "name", "owners", "created"]
+
+    def to_representation(self, instance: Dandiset) -> dict[str, Any]:
+        # The DANDI API's fields beside ours (draft_version, contact_person, ...).
+        return {**dandiset_summary(instance), **super().to_representation(instance)}
+
+
+class DandisetCreateSerializer(serializers.Serializer[Any]):
+    name = StrictCharField(max_length=255)
+    # Private until its owners release it (also ?embargo=true, as the DANDI API takes it).
+    embargo = serializers.BooleanField(required=False, default=False)
+
+
+class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
+    dandiset = serializers.CharField(source="dandiset.identifier", read_only=True)
+    s3_path = serializers.SerializerMethodField()
+    s3_url = serializers.SerializerMethodField()
+    checksum_status = serializers.SerializerMethodField()
+    upload_in_progress = serializers.SerializerMethodField()
+    shard_count = serializers.SerializerMethodField()
+    page_url = serializers.SerializerMethodField()
+    status = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ZarrArchive
+        fields = [
+            "zarr_id",
+            "status",
+            "name",
+            "dandiset",
+            "s3_path",
+            "s3_url",
+            "checksum",
+            "checksum_status",
+            "file_count",
+            "size",
+            "upload_in_progress",
+            "frozen",
+            "layout",
+            "packing",
+            "shard_count",
+            "upload_urls_valid_until",
+            "drift_count",
+            "last_drift_at",
+            "last_drift",
+            "created",
+            "modified",
+            "page_url",
+        ]
+
+    def get_page_url(self, archive: ZarrArchive) -> str:
+        """The archive's page for people (tree browser, arrays, previews)."""
+        return settings.PUBLIC_URL + reverse("page-archive", args=[archive.zarr_id])
+
+    def get_status(self, archive: ZarrArchive) -> str:
+        return archive_status(archive)
+
+    def get_s3_path(self, archive: ZarrArchive) -> str:
+        return bucket_path(archive.storage_prefix)
+
+    def get_s3_url(self, archive: ZarrArchive) -> str:
+        return prefix_url(archive.storage_prefix)
+
+    def get_checksum_status(self, archive: ZarrArchive) -> str:
+        pending = getattr(archive, "has_pending_batch", None)
+        if pending is None:
+            pending = archive.batches.filter(state__in=CHANGING_STATES).exists()
+        return "pending" if pending else "complete"
+
+    def get_shard_count(self, archive: ZarrArchive) -> int:
+        count = getattr(archive, "live_shards", None)
+        if count is None:
+            count = archive.shards.filter(state="live").count()
+        return int(count)
+
+    def get_upload_in_progress(self, archive: ZarrArchive) -> bool:
+        open_batch = getattr(archive, "has_open_batch", None)
+        if open_batch is None:
+            open_batch = archive.batches.filter(state="open").exists()
+        return bool(open_batch)
+
+
+class ArchiveCreateSerializer(serializers.Serializer[Any]):
+    name = StrictCharField(max_length=255)
+    dandiset = StrictCharField(max_length=16)
+    layout = StrictCharField(max_length=16, required=False)
+
+
+class AssetSerializer(serializers.ModelSerializer[Asset]):
+    zarr_id = serializers.UUIDField(source="zarr.zarr_id", read_only=True)
+    version = serializers.CharField(source="version.version", read_only=True)
+    # The DANDI API's fields: the metadata as the server completes it, size, zarr, blob.
+    metadata = serializers.SerializerMethodField()
+    size = serializers.IntegerField(source="zarr.size", read_only=True)
+    zarr = serializers.CharField(source="zarr.zarr_id", read_only=True)
+    blob = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Asset
+        fields = [
+            "asset_id",
+            "path",
+            "zarr_id",
+            "metadata",
+            "version",
+            "created",
+            "modified",
+            "size",
+            "zarr",
+            "blob",
+        ]
+
+    def get_metadata(self, asset: Asset) -> dict[str, Any]:
+        return asset_metadata(asset)
+
+    def get_blob(self, asset: Asset) -> None:
+        return None
+
+
+class VersionSerializer(serializers.ModelSerializer[Version]):
+    dandiset = serializers.CharField(source="dandiset.identifier", read_only=True)
+    asset_count = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Version
+        fields = ["dandiset", "version", "created", "asset_count"]
+
+    def get_asset_count(self, version: Version) -> int:
+        return version.assets.count()
+
+
+class BatchSerializer(serializers.ModelSerializer[Batch]):
+    files = serializers.SerializerMethodField()
+    shards = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Batch
+        fields = [
+            "id",
+            "kind",
+            "state",
+            "error",
+            "note",
+            "files",
+            "shards",
+            "created",
+            "completed",
+            "applied",
+        ]
+
+    def get_files(self, batch: Batch) -> int:
+        return batch.files.count()
+
+    def get_shards(self, batch: Batch) -> int:
+        return batch.shards.count()

@@ -1,0 +1,50 @@
+"""Shared by the archive services: the row locks they take and the states they refuse.
+
+Locking (Zulip's rules): whatever reads state and then writes based on it holds a row lock, and
+locks are always taken in one order: Dandiset -> ZarrArchive -> TreeLock. Batch operations lock
+the archive row; tree updates, compaction and conversion lock the archive's TreeLock row (member
+rows only change under it), so a batch may be started or completed while the previous one is
+being applied.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Max
+
+from dandizarr_server.zarr_api.exceptions import Conflict, Forbidden
+from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
+
+
+def lock_archive(archive: ZarrArchive) -> ZarrArchive:
+    return ZarrArchive.objects.select_for_update().select_related("dandiset").get(pk=archive.pk)
+
+
+def lock_tree(archive_pk: int) -> None:
+    """Lock the archive's TreeLock row (TreeLock.DoesNotExist: the archive was deleted)."""
+    TreeLock.objects.select_for_update().get(archive_id=archive_pk)
+
+
+def require_unfrozen(archive: ZarrArchive) -> None:
+    if archive.frozen:
+        raise Forbidden(
+            f"zarr archive {archive.zarr_id} is frozen: a published version of dandiset "
+            f"{archive.dandiset.identifier} contains it, so it can no longer change"
+        )
+
+
+def require_not_converting(archive: ZarrArchive) -> None:
+    if archive.packing:
+        raise Conflict(
+            f"zarr archive {archive.zarr_id} is being converted into shards; try again when "
+            "its detail shows packing: false"
+        )
+
+
+def has_open_batch(archive: ZarrArchive) -> bool:
+    return Batch.objects.filter(archive=archive, state=Batch.State.OPEN).exists()
+
+
+def next_sequence(archive: ZarrArchive) -> int:
+    # Called with the archive row locked, so sequences are assigned one at a time.
+    current = Batch.objects.filter(archive=archive).aggregate(m=Max("sequence"))["m"]
+    return (current or 0) + 1

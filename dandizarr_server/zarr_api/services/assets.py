@@ -1,0 +1,62 @@
+"""Assets of a dandiset's draft: adding a zarr archive at a path, changing and removing it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from dandizarr_server.zarr_api.exceptions import Conflict, Forbidden, ValidationFailed
+from dandizarr_server.zarr_api.models import Asset, Dandiset, Version, ZarrArchive
+from dandizarr_server.zarr_api.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.selectors.lookups import parse_zarr_id
+
+
+def asset_create(
+    *, user: Requester, dandiset: Dandiset, path: str, zarr_id: str, metadata: dict[str, Any]
+) -> Asset:
+    require_writer(user, dandiset)
+    parsed = parse_zarr_id(zarr_id)
+    archive = ZarrArchive.objects.filter(zarr_id=parsed).first() if parsed else None
+    if archive is None:
+        raise ValidationFailed(f"no zarr archive with zarr_id {zarr_id}")
+    if archive.dandiset_id != dandiset.pk:
+        raise ValidationFailed(
+            f"zarr archive {zarr_id} belongs to dandiset {archive.dandiset.identifier}, "
+            f"not {dandiset.identifier}"
+        )
+    draft = Version.objects.get(dandiset=dandiset, version=Version.DRAFT)
+    try:
+        with transaction.atomic():
+            return Asset.objects.create(version=draft, path=path, zarr=archive, metadata=metadata)
+    except IntegrityError as error:
+        raise Conflict(
+            f"the draft of {dandiset.identifier} already has an asset at {path!r}"
+        ) from error
+
+
+def _require_draft_writer(user: Requester, asset: Asset) -> None:
+    if not asset.version.is_draft:
+        raise Forbidden("assets of a published version are read-only")
+    require_writer(user, asset.version.dandiset)
+
+
+def asset_update(
+    *, user: Requester, asset: Asset, path: str | None, metadata: dict[str, Any] | None
+) -> Asset:
+    _require_draft_writer(user, asset)
+    if path is not None:
+        asset.path = path
+    if metadata is not None:
+        asset.metadata = metadata
+    try:
+        with transaction.atomic():
+            asset.save()
+    except IntegrityError as error:
+        raise Conflict(f"the draft already has an asset at {path!r}") from error
+    return asset
+
+
+def asset_delete(*, user: Requester, asset: Asset) -> None:
+    _require_draft_writer(user, asset)
+    asset.delete()

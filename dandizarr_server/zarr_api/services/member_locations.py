@@ -1,0 +1,142 @@
+"""Where packed files live as batches apply: ShardMember rows moved to each path's final
+state, dead bytes counted toward compaction, and loose copies of packed files deleted."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
+from dandizarr_server.zarr_api.services.bulk_rows import rows_insert
+from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.tree import CachedTree
+
+
+@dataclass
+class LocationChanges:
+    # Paths that became members and may have a loose object (now stale): loose in the tree
+    # before, or uploaded loose by one of the batches applied.
+    packed: list[str] = field(default_factory=list)
+    # Shards whose dead share passed the threshold.
+    to_compact: list[int] = field(default_factory=list)
+
+
+def locations_apply(
+    archive: ZarrArchive,
+    batch_ids: Sequence[int],
+    in_tree_before: Collection[str] = (),
+    *,
+    packing: bool,
+) -> LocationChanges:
+    """Point member rows at the batches' final state of each path. Called in the tree update's
+    transaction with the TreeLock held, so it commits or rolls back with the batches' state.
+    ``in_tree_before``: the batches' paths the tree held before (``paths_in_tree``)."""
+    result = LocationChanges()
+    # A loose archive (no member, no pack batch among ``batch_ids``: ``packing``) has no
+    # locations to move: its batches' rows, read once already by the update, are not read again.
+    if not packing and not ShardMember.objects.filter(archive=archive).exists():
+        return result
+    final: dict[str, tuple[int, int | None, int | None, str, int | None] | None] = {}
+    rows = (
+        BatchFile.objects.filter(batch_id__in=batch_ids)
+        .order_by("batch__sequence", "id")
+        .values_list("batch__kind", "path", "shard_id", "offset", "size", "md5", "slot")
+    )
+    uploaded_loose: set[str] = set()
+    for kind, path, shard_id, offset, size, md5, slot in rows.iterator(chunk_size=2000):
+        if kind == Batch.Kind.UPLOAD:
+            uploaded_loose.add(path)
+        final[path] = (shard_id, offset, size, md5, slot) if kind == Batch.Kind.PACK else None
+    if not final:
+        return result
+    dead: Counter[int] = Counter()
+    were_members: set[str] = set()
+    # The members the batches' paths had (one query: the batches' rows are in the database).
+    old = ShardMember.objects.filter(
+        archive=archive,
+        path__in=BatchFile.objects.filter(batch_id__in=batch_ids).values("path"),
+    )
+    for shard_id, length, path in old.values_list("shard_id", "length", "path").iterator(
+        chunk_size=2000
+    ):
+        dead[shard_id] += length
+        were_members.add(path)
+    if were_members:
+        old.delete()
+    rows_insert(
+        ShardMember,
+        ("archive", "path", "shard", "offset", "length", "md5", "slot"),
+        (
+            (archive.pk, path, loc[0], loc[1] or 0, loc[2] or 0, loc[3], loc[4])
+            for path, loc in final.items()
+            if loc is not None
+        ),
+    )
+    result.packed = [
+        path
+        for path, loc in final.items()
+        if loc is not None
+        and (path in uploaded_loose or (path in in_tree_before and path not in were_members))
+    ]
+    new_shards = {loc[0] for loc in final.values() if loc is not None}
+    Shard.objects.filter(pk__in=new_shards).update(state=Shard.State.LIVE)
+    for shard_id, length in dead.items():
+        Shard.objects.filter(pk=shard_id).update(dead_bytes=F("dead_bytes") + length)
+    result.to_compact = _compaction_due(dead.keys())
+    return result
+
+
+def paths_in_tree(tree: CachedTree, paths: Iterable[str]) -> set[str]:
+    """Which of ``paths`` are files of ``tree`` (one read of each parent directory)."""
+    names: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        directory, _, name = path.rpartition("/")
+        names[directory].append(name)
+    listings = tree.read_many(sorted(names))
+    found: set[str] = set()
+    for directory, in_directory in names.items():
+        listing = listings.get(directory)
+        if listing is not None:
+            files = listing.files
+            found.update(f"{directory}/{n}" if directory else n for n in in_directory if n in files)
+    return found
+
+
+def _compaction_due(shard_ids: Iterable[int]) -> list[int]:
+    percent = settings.DANDIZARR_SHARD_COMPACT_PERCENT
+    return [
+        pk
+        for pk, size, dead_bytes in Shard.objects.filter(
+            pk__in=list(shard_ids), state=Shard.State.LIVE
+        ).values_list("pk", "size", "dead_bytes")
+        if dead_bytes * 100 >= percent * max(size, 1)
+    ]
+
+
+def stale_loose_copies_delete(archive_pk: int, paths: Sequence[str]) -> None:
+    """Delete loose objects of paths that are now packed, unless a later batch (open or
+    pending) is uploading the path loose again: then the loose object is that batch's."""
+    if not paths:
+        return
+    with transaction.atomic():
+        archive = ZarrArchive.objects.select_for_update().get(pk=archive_pk)
+        busy = set(
+            BatchFile.objects.filter(
+                batch__archive=archive,
+                batch__kind=Batch.Kind.UPLOAD,
+                batch__state__in=[Batch.State.OPEN, Batch.State.PENDING],
+                path__in=paths,
+            ).values_list("path", flat=True)
+        )
+        packed = set(
+            ShardMember.objects.filter(archive=archive, path__in=paths).values_list(
+                "path", flat=True
+            )
+        )
+        stale = [p for p in paths if p in packed and p not in busy]
+        get_store().delete_many(archive.storage_prefix + p for p in stale)

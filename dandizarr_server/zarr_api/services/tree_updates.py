@@ -1,0 +1,85 @@
+"""Tree updates: pending batches applied to the archive's .checksum tree, in sequence order,
+one update of an archive at a time (its TreeLock held)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from dandizarr.checksums import TreeSummary, apply_changes
+from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
+from dandizarr_server.zarr_api.scheduling import COMPACT_SHARD, schedule_on_commit
+from dandizarr_server.zarr_api.selectors.archive_contents import (
+    archive_tree_cached,
+    pending_changes,
+)
+from dandizarr_server.zarr_api.selectors.shard_members import unverified_pack_batches
+from dandizarr_server.zarr_api.services.archive_locks import lock_tree
+from dandizarr_server.zarr_api.services.member_locations import (
+    locations_apply,
+    paths_in_tree,
+    stale_loose_copies_delete,
+)
+from dandizarr_server.zarr_api.services.pack_batches import pending_pack_batches_verify
+from dandizarr_server.zarr_api.tree import CachedTree, tree_version
+
+logger = logging.getLogger(__name__)
+
+
+def tree_update_apply(archive_pk: int) -> TreeSummary | None:
+    """Apply every pending batch of the archive to its .checksum tree; idempotent.
+
+    Holds the archive's TreeLock for the whole update, so two updates of one archive never run
+    at once. Changes are absolute (a path's new state, or removed), so a rerun after a crash
+    half-way rewrites the same tree and counts nothing twice.
+    """
+    # Pack batches: every member checked against the shard's bytes first (long; no locks).
+    pending_pack_batches_verify(archive_pk)
+    tree: CachedTree | None = None
+    try:
+        with transaction.atomic():
+            try:
+                lock_tree(archive_pk)
+            except TreeLock.DoesNotExist:
+                return None  # the archive was deleted
+            archive = ZarrArchive.objects.get(pk=archive_pk)
+            pending = Batch.objects.filter(archive=archive, state=Batch.State.PENDING)
+            unverified = unverified_pack_batches(archive_pk)
+            batch_ids = []
+            # In sequence order, up to a pack batch completed after the verification above (its
+            # own task will verify and apply it and whatever follows).
+            for pk in pending.order_by("sequence").values_list("pk", flat=True):
+                if pk in unverified:
+                    break
+                batch_ids.append(pk)
+            if not batch_ids:
+                return None
+            changes = pending_changes(archive, batch_ids)
+            # Read under the TreeLock: the row names the tree's committed version.
+            tree = cached = archive_tree_cached(archive)
+            # Packed paths that were loose files may leave loose objects to delete.
+            packing = Batch.objects.filter(pk__in=batch_ids, kind=Batch.Kind.PACK).exists()
+            in_tree = paths_in_tree(cached, changes) if packing else set()
+            summary = apply_changes(cached, changes)
+            locations = locations_apply(archive, batch_ids, in_tree, packing=packing)
+            if locations.packed:
+                packed = locations.packed
+                transaction.on_commit(lambda: stale_loose_copies_delete(archive_pk, packed))
+            for shard_pk in locations.to_compact:
+                schedule_on_commit(COMPACT_SHARD, shard_pk)
+            now = timezone.now()
+            ZarrArchive.objects.filter(pk=archive_pk).update(
+                checksum=summary.digest, file_count=summary.count, size=summary.size, modified=now
+            )
+            Batch.objects.filter(pk__in=batch_ids).update(state=Batch.State.APPLIED, applied=now)
+            transaction.on_commit(lambda: cached.remember(tree_version(now, summary.digest)))
+    except BaseException:
+        if tree is not None:
+            tree.forget()  # it may have written listings no committed version has
+        raise
+    logger.info(
+        "archive %s: applied %d batch(es), %s", archive.zarr_id, len(batch_ids), summary.digest
+    )
+    return summary

@@ -1,0 +1,176 @@
+"""Upload batches: opened with presigned PUT URLs, verified against storage on completion
+(then queued for a tree update), or cancelled with the tree kept equal to storage."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from dandizarr_server.zarr_api.crash import crash_point
+from dandizarr_server.zarr_api.declarations import FileDeclaration
+from dandizarr_server.zarr_api.exceptions import Conflict, Forbidden, NotFound
+from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.permissions import Requester, recorded_user, require_writer
+from dandizarr_server.zarr_api.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.selectors.expected_uploads import DeclaredFile, declared_files
+from dandizarr_server.zarr_api.services.archive_locks import (
+    lock_archive,
+    next_sequence,
+    require_unfrozen,
+)
+from dandizarr_server.zarr_api.services.batch_endings import (
+    CLEANUP_PENDING,
+    cancellation_finish,
+    stored_heads,
+)
+from dandizarr_server.zarr_api.services.batch_rules import (
+    OPEN_UPLOAD_NOTE,
+    UploadTarget,
+    Verification,
+    open_batch_create,
+    open_batch_find,
+    open_batch_get,
+    open_batch_join,
+    upload_urls_sign,
+)
+from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert, record_sizes
+from dandizarr_server.zarr_api.services.pack_batches import uploaded_shards_verify
+from dandizarr_server.zarr_api.services.url_lifetimes import reconcile_when_urls_expire
+
+logger = logging.getLogger(__name__)
+
+
+def batch_start(
+    *, user: Requester, archive: ZarrArchive, files: Sequence[FileDeclaration], acl: str = ""
+) -> list[UploadTarget]:
+    """Open a batch of ``files``; their URLs are bound to each md5 (or require ``acl``)."""
+    with transaction.atomic():
+        paths = [f.path for f in files]
+        batch = open_batch_create(user=user, archive=archive, kind=Batch.Kind.UPLOAD, paths=paths)
+        batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files))
+        urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files], acl=acl)
+    return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
+
+
+def batch_files_add(
+    *, user: Requester, archive: ZarrArchive, files: Sequence[FileDeclaration], acl: str = ""
+) -> list[UploadTarget]:
+    """Add ``files`` to the open batch its uploader started with ``POST upload/``, so a client
+    can ask for the next URLs while its PUTs run (one batch, verified once when completed)."""
+    with transaction.atomic():
+        archive = lock_archive(archive)
+        require_writer(user, archive.dandiset)  # before telling whether a batch is open
+        batch = open_batch_get(archive)  # NotFound when there is none
+        if batch.kind != Batch.Kind.UPLOAD or batch.note == OPEN_UPLOAD_NOTE:
+            raise Conflict(
+                f"zarr archive {archive.zarr_id}: files can only be added to a batch of files "
+                f"started with POST upload/ (batch {batch.pk} is not one)"
+            )
+        if recorded_user(user) != batch.user:
+            raise Conflict(
+                f"zarr archive {archive.zarr_id}: batch {batch.pk} is another client's upload; "
+                "files can only be added to your own"
+            )
+        open_batch_join(user=user, archive=archive, batch=batch, files=files)
+        urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files], acl=acl)
+    return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
+
+
+def uploaded_files_verify(archive: ZarrArchive, files: Sequence[DeclaredFile]) -> Verification:
+    """Each file as stored against its declared md5; records the stored size on the row."""
+    result = Verification()
+    heads = stored_heads(archive, [f.path for f in files])
+    for f in files:
+        info = heads[f.path]
+        if info is None:
+            result.missing.append(f.path)
+        elif info.etag != f.md5:
+            result.mismatched.append({"path": f.path, "expected": f.md5, "actual": info.etag})
+        else:
+            f.size = info.size
+    return result
+
+
+def batch_complete(*, user: Requester, archive: ZarrArchive) -> Batch:
+    """Verify every file of the open batch in storage; on success queue its tree update."""
+    with transaction.atomic():
+        archive = lock_archive(archive)
+        require_writer(user, archive.dandiset)
+        require_unfrozen(archive)
+        batch = open_batch_get(archive)
+        files: list[DeclaredFile] = []
+        if batch.kind == Batch.Kind.PACK:
+            uploaded_shards_verify(batch).raise_unless_complete()
+        else:
+            files = declared_files(batch)
+            uploaded_files_verify(archive, files).raise_unless_complete()
+            record_sizes(files)
+        batch.state = Batch.State.PENDING
+        batch.sequence = next_sequence(archive)
+        batch.completed = timezone.now()
+        reconcile_when_urls_expire(archive, batch)
+        batch.save(update_fields=["state", "sequence", "completed", "reconcile_after"])
+        tree_update_schedule(archive)
+    return batch
+
+
+def batch_cancel(
+    *, user: Requester | None, archive: ZarrArchive, reason: str = "cancelled"
+) -> Batch:
+    """Cancel the open batch: delete what it uploaded, and keep the tree equal to storage.
+
+    The intent commits first (state ``cancelling``: no more uploads are accepted into the
+    batch, and the client's batch has ended), then ``cancellation_finish`` acts on storage. If
+    storage fails, the cancel still answers: the failure is recorded on the batch
+    (``CLEANUP_PENDING``) and the sweep (``unfinished_batch_ends_finish``) finishes it, as it
+    finishes one a crash interrupted.
+    """
+    with transaction.atomic():
+        archive = lock_archive(archive)
+        found = open_batch_find(archive)
+        # Who may cancel before whether there is anything to cancel: its uploader, or a writer.
+        if user is not None and (found is None or user != found.user):
+            require_writer(user, archive.dandiset)
+        batch = found or open_batch_get(archive)  # NotFound when there is none
+        require_unfrozen(archive)
+        batch.state = Batch.State.CANCELLING
+        batch.completed = timezone.now()
+        batch.note = reason
+        batch.save(update_fields=["state", "completed", "note"])
+    crash_point("cancel:intent-committed")
+    try:
+        return cancellation_finish(batch.pk)
+    except Exception as error:
+        logger.exception(
+            "batch %s of zarr archive %s: storage cleanup failed; the sweep finishes it",
+            batch.pk,
+            archive.zarr_id,
+        )
+        batch.error = f"{CLEANUP_PENDING}{type(error).__name__}: {error}"
+        batch.save(update_fields=["error"])
+        return batch
+
+
+def stale_batches_cancel() -> int:
+    """Cancel open batches older than their URLs' expiry allows any client to still need. Each
+    archive on its own (its own transaction): one that fails is logged and the sweep goes on.
+    (Cancels whose storage cleanup failed are finished by ``unfinished_batch_ends_finish``.)"""
+    cutoff = timezone.now() - timedelta(seconds=settings.DANDIZARR_STALE_BATCH_SECONDS)
+    cancelled = 0
+    stale = Batch.objects.filter(state=Batch.State.OPEN, created__lt=cutoff)
+    for archive_pk in list(stale.values_list("archive_id", flat=True)):
+        try:
+            archive = ZarrArchive.objects.get(pk=archive_pk)
+            batch_cancel(user=None, archive=archive, reason="stale: open past its URLs' expiry")
+        except (NotFound, Forbidden, ZarrArchive.DoesNotExist):
+            continue  # cancelled meanwhile, or frozen
+        except Exception:
+            logger.exception("stale batch sweep: zarr archive %s failed; going on", archive_pk)
+            continue
+        cancelled += 1
+    return cancelled

@@ -1,0 +1,62 @@
+"""Where presigned PUTs cannot be revoked (S3): how long an archive's upload URLs stay usable,
+and when each ended batch's keys are to be reconciled with storage (README, "How the tree hash
+stays exact"). On the local backend the storage endpoint refuses ended batches' URLs, so
+there is nothing to wait for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Max
+from django.utils import timezone
+
+from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.storage import presigned_puts_revocable
+
+
+def upload_urls_issued(archive: ZarrArchive) -> None:
+    """Record that upload URLs for the archive (row locked) are being issued now."""
+    if presigned_puts_revocable():
+        return
+    until = timezone.now() + timedelta(seconds=settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS)
+    if archive.upload_urls_valid_until is None or archive.upload_urls_valid_until < until:
+        archive.upload_urls_valid_until = until
+        ZarrArchive.objects.filter(pk=archive.pk).update(upload_urls_valid_until=until)
+
+
+def quiet_after(archive: ZarrArchive, now: datetime) -> datetime:
+    """When (``now`` at the earliest) no upload URL issued for the archive so far can change
+    storage any more."""
+    if archive.upload_urls_valid_until is None:
+        return now
+    margin = timedelta(seconds=settings.DANDIZARR_RECONCILE_MARGIN_SECONDS)
+    return max(archive.upload_urls_valid_until + margin, now)
+
+
+def reconcile_when_urls_expire(archive: ZarrArchive, batch: Batch) -> None:
+    """A batch ended (archive row locked): set its ``reconcile_after`` (the caller saves it).
+    The periodic sweep reconciles it once that has passed. No task is queued with a countdown:
+    on Redis a message held past the broker's visibility timeout is delivered again and again,
+    and the sweep alone is as prompt (every DANDIZARR_RECONCILE_SWEEP_SECONDS) and loses nothing."""
+    if presigned_puts_revocable():
+        return
+    batch.reconcile_after = quiet_after(archive, timezone.now())
+
+
+def publish_possible_after(archives: Sequence[ZarrArchive]) -> datetime | None:
+    """None when the archives may be frozen now; else when they may: once no upload URL issued
+    for them can change storage and every ended batch of theirs was reconciled with it (a
+    frozen archive must not change behind its published checksum)."""
+    now = timezone.now()
+    times = [quiet_after(a, now) for a in archives]
+    times = [t for t in times if t > now]
+    latest = Batch.objects.filter(archive__in=archives, reconcile_after__isnull=False).aggregate(
+        latest=Max("reconcile_after")
+    )["latest"]
+    if latest is not None:
+        # A due reconciliation runs within the sweep's interval.
+        sweep = timedelta(seconds=settings.DANDIZARR_RECONCILE_SWEEP_SECONDS)
+        times.append(max(latest, now) + sweep)
+    return max(times) if times else None

@@ -1,0 +1,46 @@
+"""The API's routes, and the local storage backend's (``/storage/``)."""
+
+from django.urls import include, path
+
+from dandizarr_server.zarr_api import dandi_urls
+from dandizarr_server.zarr_api.views import archives, dandisets, files
+
+zarr = "api/zarr/<str:zarr_id>/"
+draft_assets = "api/dandisets/<str:identifier>/versions/<str:version>/assets/"
+
+urlpatterns = [
+    *dandi_urls.urlpatterns,
+    path("api/info/", dandisets.InfoView.as_view(), name="info"),
+    path("api/dandisets/", dandisets.DandisetListCreateView.as_view(), name="dandiset-list"),
+    path(
+        "api/dandisets/<str:identifier>/", dandisets.DandisetDetailView.as_view(), name="dandiset"
+    ),
+    path(
+        "api/dandisets/<str:identifier>/versions/",
+        dandisets.VersionListView.as_view(),
+        name="version-list",
+    ),
+    path(
+        "api/dandisets/<str:identifier>/unembargo/",
+        dandisets.UnembargoView.as_view(),
+        name="unembargo",
+    ),
+    path(
+        "api/dandisets/<str:identifier>/versions/draft/publish/",
+        dandisets.PublishView.as_view(),
+        name="publish",
+    ),
+    path(draft_assets, dandisets.AssetListCreateView.as_view(), name="asset-list"),
+    path(draft_assets + "<str:asset_id>/", dandisets.AssetDetailView.as_view(), name="asset"),
+    path("api/zarr/", archives.ArchiveListCreateView.as_view(), name="zarr-list"),
+    path(zarr, archives.ArchiveDetailView.as_view(), name="zarr"),
+    path(zarr + "upload/", archives.UploadView.as_view(), name="zarr-upload"),
+    path(zarr + "upload/add/", archives.UploadAddView.as_view(), name="zarr-upload-add"),
+    path(zarr + "upload/complete/", archives.UploadCompleteView.as_view(), name="zarr-complete"),
+    path(zarr + "pack/", archives.PackView.as_view(), name="zarr-pack"),
+    path(zarr + "batches/<str:batch_id>/", archives.BatchDetailView.as_view(), name="zarr-batch"),
+    # The unambiguous form of browsing, and the spec's form (upload/ and files/ win there).
+    path(zarr + "files/<path:path>", files.FilesView.as_view(), name="zarr-file"),
+    path(zarr + "<path:path>", files.FilesView.as_view(), name="zarr-path"),
+    path("storage/", include("dandizarr_server.zarr_api.local_storage_urls")),
+]

@@ -1,0 +1,198 @@
+"""Views of zarr archives: create and show them, upload batches (loose and pack), batches,
+and conversion into shards."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dandizarr_server.zarr_api.declarations import FileDeclaration
+from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
+from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.parsers.dandi import required_acl
+from dandizarr_server.zarr_api.parsers.pack_batch import parse_pack_batch
+from dandizarr_server.zarr_api.parsers.upload_batch import parse_upload_files
+from dandizarr_server.zarr_api.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.selectors.lookups import (
+    annotated_archive_get,
+    archive_get,
+    archives_annotated,
+    batch_get,
+    dandiset_get,
+    parse_row_id,
+)
+from dandizarr_server.zarr_api.serializers import (
+    ArchiveCreateSerializer,
+    ArchiveSerializer,
+    BatchSerializer,
+)
+from dandizarr_server.zarr_api.services.batch_rules import UploadTarget
+from dandizarr_server.zarr_api.services.conversion import archive_conversion_start
+from dandizarr_server.zarr_api.services.dandisets import archive_create
+from dandizarr_server.zarr_api.services.pack_batches import pack_batch_start
+from dandizarr_server.zarr_api.services.upload_batches import (
+    batch_cancel,
+    batch_complete,
+    batch_files_add,
+    batch_start,
+)
+
+
+class ArchiveListCreateView(generics.ListAPIView[ZarrArchive]):
+    serializer_class = ArchiveSerializer
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("dandiset", str, description="six-digit dandiset identifier"),
+            OpenApiParameter("name", str),
+        ]
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[ZarrArchive]:
+        queryset = archives_annotated(self.request.user)
+        dandiset = self.request.query_params.get("dandiset")
+        if dandiset:
+            queryset = queryset.filter(dandiset_id=parse_row_id(dandiset) or -1)
+        name = self.request.query_params.get("name")
+        if name and "\x00" in name:
+            raise ValidationFailed("name must not contain NUL characters")
+        if name:
+            queryset = queryset.filter(name=name)
+        return queryset
+
+    @extend_schema(request=ArchiveCreateSerializer, responses={201: ArchiveSerializer})
+    def post(self, request: Request) -> Response:
+        data = ArchiveCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        archive = archive_create(
+            user=request.user,
+            dandiset=dandiset_get(data.validated_data["dandiset"], request.user),
+            name=data.validated_data["name"],
+            layout=data.validated_data.get("layout") or ZarrArchive.Layout.LOOSE,
+        )
+        return Response(
+            ArchiveSerializer(annotated_archive_get(str(archive.zarr_id), request.user)).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class ArchiveDetailView(APIView):
+    @extend_schema(responses=ArchiveSerializer)
+    def get(self, request: Request, zarr_id: str) -> Response:
+        return Response(ArchiveSerializer(annotated_archive_get(zarr_id, request.user)).data)
+
+
+class UploadView(APIView):
+    @extend_schema(responses={204: None, 404: None})
+    def get(self, request: Request, zarr_id: str) -> Response:
+        archive = archive_get(zarr_id, request.user)
+        if archive.batches.filter(state=Batch.State.OPEN).exists():
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        raise NotFound(f"zarr archive {zarr_id} has no upload batch in progress")
+
+    @extend_schema(
+        request={"application/json": {"type": "array", "items": {"type": "object"}}},
+        responses={200: {"type": "array", "items": {"type": "object"}}},
+    )
+    def post(self, request: Request, zarr_id: str) -> Response:
+        archive = archive_get(zarr_id, request.user)
+        # Before the body is read: a stranger's 100,000-member body is never parsed.
+        require_writer(request.user, archive.dandiset)
+        if isinstance(request.data, dict):  # a pack batch (docs/sharded.md)
+            shards = parse_pack_batch(request.data)
+            pack = pack_batch_start(user=request.user, archive=archive, shards=shards)
+            return Response(
+                {
+                    "batch": pack.batch.pk,
+                    "shards": [{"name": t.path, "upload_url": t.upload_url} for t in pack.shards],
+                }
+            )
+        return _loose_files_request(batch_start, request, archive)
+
+    def delete(self, request: Request, zarr_id: str) -> Response:
+        batch_cancel(user=request.user, archive=archive_get(zarr_id, request.user))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class LooseFilesService(Protocol):
+    def __call__(
+        self,
+        *,
+        user: Requester,
+        archive: ZarrArchive,
+        files: Sequence[FileDeclaration],
+        acl: str = "",
+    ) -> list[UploadTarget]: ...
+
+
+def _loose_files_request(
+    service: LooseFilesService, request: Request, archive: ZarrArchive
+) -> Response:
+    """``upload/`` and ``upload/add/`` with a list of files: the files and the ACL their URLs
+    require parsed, ``service`` called, and each file's URL returned."""
+    targets = service(
+        user=request.user,
+        archive=archive,
+        files=parse_upload_files(request.data),
+        acl=required_acl(request.headers),
+    )
+    return Response([{"path": t.path, "upload_url": t.upload_url} for t in targets])
+
+
+class UploadAddView(APIView):
+    """More files for the open batch (its uploader's): their URLs, while earlier PUTs run."""
+
+    @extend_schema(
+        request={"application/json": {"type": "array", "items": {"type": "object"}}},
+        responses={200: {"type": "array", "items": {"type": "object"}}},
+    )
+    def post(self, request: Request, zarr_id: str) -> Response:
+        archive = archive_get(zarr_id, request.user)
+        require_writer(request.user, archive.dandiset)  # before the body is read
+        return _loose_files_request(batch_files_add, request, archive)
+
+
+class UploadCompleteView(APIView):
+    @extend_schema(request=None)
+    def post(self, request: Request, zarr_id: str) -> Response:
+        batch = batch_complete(user=request.user, archive=archive_get(zarr_id, request.user))
+        archive = annotated_archive_get(zarr_id, request.user)
+        return Response(
+            {
+                "verified": True,
+                "batch": batch.pk,
+                "files": batch.files.count(),
+                **ArchiveSerializer(archive).data,
+            }
+        )
+
+
+class BatchDetailView(APIView):
+    """One batch of an archive: how a client learns that a pack batch was applied or failed."""
+
+    @extend_schema(responses=BatchSerializer)
+    def get(self, request: Request, zarr_id: str, batch_id: str) -> Response:
+        return Response(
+            BatchSerializer(batch_get(archive_get(zarr_id, request.user), batch_id)).data
+        )
+
+
+class PackView(APIView):
+    """Convert the archive's chunk files into shards, in the background."""
+
+    @extend_schema(request=None, responses={202: ArchiveSerializer})
+    def post(self, request: Request, zarr_id: str) -> Response:
+        archive_conversion_start(user=request.user, archive=archive_get(zarr_id, request.user))
+        return Response(
+            ArchiveSerializer(annotated_archive_get(zarr_id, request.user)).data,
+            status=status.HTTP_202_ACCEPTED,
+        )

@@ -1,0 +1,195 @@
+"""Views of an archive's files: browsing the .checksum tree, downloads, deleting files."""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Any
+from urllib.parse import urlencode
+
+from django.http import HttpResponseRedirect, StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dandizarr.objectstore.user_bytes import BYTES_TYPE, user_bytes_headers
+from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.parsers.upload_batch import parse_deleted_paths
+from dandizarr_server.zarr_api.paths import directory_problem
+from dandizarr_server.zarr_api.permissions import require_writer
+from dandizarr_server.zarr_api.selectors.archive_contents import (
+    DirectoryNode,
+    FileNode,
+    files_below,
+    node_get,
+)
+from dandizarr_server.zarr_api.selectors.lookups import archive_get
+from dandizarr_server.zarr_api.selectors.shard_members import (
+    MemberLocation,
+    iter_member_bytes,
+    member_location,
+    member_locations,
+)
+from dandizarr_server.zarr_api.services.deletions import files_delete
+from dandizarr_server.zarr_api.storage import download_url, download_urls
+
+
+def _page_number(request: Request, name: str, default: int, maximum: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValidationFailed(f"{name} must be a positive integer, got {raw!r}")
+    return min(int(raw), maximum)
+
+
+def file_download(
+    archive: ZarrArchive, node: FileNode
+) -> HttpResponseRedirect | StreamingHttpResponse:
+    """A file's bytes: a redirect to a loose file's URL, a packed file's bytes streamed."""
+    location = member_location(archive, node.path)
+    if location is None:
+        # The storage URL's reply is labelled as below (dandizarr.objectstore.user_bytes).
+        return HttpResponseRedirect(download_url(archive.storage_prefix + node.path))
+    response = StreamingHttpResponse(
+        iter_member_bytes(location), headers=user_bytes_headers(node.path, attachment=True)
+    )
+    response["Content-Type"] = BYTES_TYPE
+    response["Content-Length"] = str(location.length)
+    return response
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name) in {"1", "true", "yes"}
+
+
+def _shard(location: MemberLocation | None) -> dict[str, Any] | None:
+    """A file entry's ``shard``: where a packed file's bytes are in its shard object."""
+    if location is None:
+        return None
+    return {"key": location.key, "offset": location.offset, "length": location.length}
+
+
+class FilesView(APIView):
+    """Browse an archive (GET, from the .checksum tree) and delete files (DELETE)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("page", int),
+            OpenApiParameter("page_size", int),
+            OpenApiParameter("recursive", bool, description="every file below, in path order"),
+            OpenApiParameter("after", str, description="cursor for recursive listings"),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("urls", bool, description="recursive: with download_url, shard"),
+            OpenApiParameter("download", bool, description="redirect to the file's bytes"),
+        ]
+    )
+    def get(
+        self, request: Request, zarr_id: str, path: str = ""
+    ) -> Response | HttpResponseRedirect | StreamingHttpResponse:
+        archive = archive_get(zarr_id, request.user)
+        problem = directory_problem(path)
+        if problem:
+            raise ValidationFailed(f"path {path!r} {problem}")
+        if _flag(request, "recursive"):
+            return self._recursive(request, archive, path)
+        node = node_get(archive, path)
+        if isinstance(node, FileNode):
+            if _flag(request, "download"):
+                return file_download(archive, node)
+            location = member_location(archive, node.path)
+            if location is not None:
+                return Response({**self._file(node, location.key), "shard": _shard(location)})
+            key = archive.storage_prefix + node.path
+            return Response({**self._file(node, key), "shard": None})
+        return Response(self._directory(request, node))
+
+    @staticmethod
+    def _file(node: FileNode, key: str) -> dict[str, Any]:
+        """A file's entry; ``key`` is its object (a packed file's: its shard's)."""
+        return {
+            "type": "file",
+            "path": node.path,
+            "name": node.path.rsplit("/", 1)[-1],
+            "size": node.size,
+            "digest": node.md5,
+            "s3_key": key,
+            "download_url": download_url(key),
+        }
+
+    def _directory(self, request: Request, node: DirectoryNode) -> dict[str, Any]:
+        listing = node.listing
+        prefix = f"{node.path}/" if node.path else ""
+        entries = [
+            {"type": "directory", "name": n, "path": prefix + n, "digest": d.digest, "size": d.size}
+            for n, d in sorted(listing.directories.items())
+        ] + [
+            {"type": "file", "name": n, "path": prefix + n, "digest": f.digest, "size": f.size}
+            for n, f in sorted(listing.files.items())
+        ]
+        page = _page_number(request, "page", 1, 10**9)
+        page_size = _page_number(request, "page_size", 100, 1000)
+        start = (page - 1) * page_size
+        if start and start >= len(entries):
+            raise NotFound(f"page {page} is past the end of the listing")
+
+        def link(number: int) -> str:
+            query = request.query_params.copy()
+            query["page"] = str(number)
+            return request.build_absolute_uri(f"{request.path}?{urlencode(query)}")
+
+        return {
+            "type": "directory",
+            "path": node.path,
+            "name": node.path.rsplit("/", 1)[-1],
+            "digest": listing.digest(),
+            "size": listing.size,
+            "file_count": listing.count,
+            "count": len(entries),
+            "next": link(page + 1) if start + page_size < len(entries) else None,
+            "previous": link(page - 1) if page > 1 else None,
+            "results": entries[start : start + page_size],
+        }
+
+    def _recursive(self, request: Request, archive: ZarrArchive, path: str) -> Response:
+        limit = _page_number(request, "limit", 1000, 10000)
+        after = request.query_params.get("after")
+        nodes = list(islice(files_below(archive, path, after=after), limit))
+        results = [{"path": n.path, "size": n.size, "digest": n.md5} for n in nodes]
+        if _flag(request, "urls"):
+            self._add_locations(archive, results)
+        next_url = None
+        if len(results) == limit:
+            query = request.query_params.copy()
+            query["after"] = str(results[-1]["path"])
+            next_url = request.build_absolute_uri(f"{request.path}?{urlencode(query)}")
+        return Response({"results": results, "next": next_url})
+
+    @staticmethod
+    def _add_locations(archive: ZarrArchive, results: list[dict[str, Any]]) -> None:
+        """Each file's ``download_url`` and ``shard``, as its own entry has them; each object's
+        URL signed once, all of them together."""
+        members = member_locations(archive, [r["path"] for r in results])
+        keys = [
+            members[r["path"]].key if r["path"] in members else archive.storage_prefix + r["path"]
+            for r in results
+        ]
+        unique = list(dict.fromkeys(keys))
+        urls = dict(zip(unique, download_urls(unique), strict=True))
+        for result, key in zip(results, keys, strict=True):
+            result["download_url"] = urls[key]
+            result["shard"] = _shard(members.get(result["path"]))
+
+    @extend_schema(request={"application/json": {"type": "array", "items": {"type": "object"}}})
+    def delete(self, request: Request, zarr_id: str, path: str = "") -> Response:
+        if path:
+            raise ValidationFailed(
+                f"DELETE takes the paths in the body, at /api/zarr/{zarr_id}/files/"
+            )
+        archive = archive_get(zarr_id, request.user)
+        # Before the body is read: a stranger's body is never parsed.
+        require_writer(request.user, archive.dandiset)
+        files_delete(user=request.user, archive=archive, paths=parse_deleted_paths(request.data))
+        return Response(status=status.HTTP_204_NO_CONTENT)

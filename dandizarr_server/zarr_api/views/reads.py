@@ -1,0 +1,217 @@
+"""The archive as plain HTTP, mirroring the bucket's ``zarr/{zarr_id}/{key}`` layout:
+``GET|HEAD /zarr/{zarr_id}/{key}`` serves a file's bytes (ranges, ETag, 304, 416, 404 for an
+absent key), ``/zarr/{zarr_id}/{dir}/`` lists a directory. Anonymous, read-only, CORS-open
+(Neuroglancer reads from the browser). Plain Django views: no DRF negotiation per chunk read.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.utils.http import http_date
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from dandizarr.objectstore import ObjectNotFound
+from dandizarr.objectstore.base import strip_etag
+from dandizarr.objectstore.user_bytes import (
+    BYTES_TYPE,
+    INERT_HEADERS,
+    content_type,
+    user_bytes_headers,
+)
+from dandizarr_server.zarr_api.authentication import is_authenticated
+from dandizarr_server.zarr_api.byte_ranges import Unsatisfiable, parse_range
+from dandizarr_server.zarr_api.exceptions import DomainError, NotFound, ValidationFailed
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.paths import directory_problem, path_problem
+from dandizarr_server.zarr_api.selectors import manifest
+from dandizarr_server.zarr_api.selectors.archive_contents import DirectoryNode, node_get
+from dandizarr_server.zarr_api.selectors.file_bytes import StoredBytes, stored_bytes
+from dandizarr_server.zarr_api.selectors.lookups import archive_get
+from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, iter_member_bytes
+from dandizarr_server.zarr_api.throttles import EXPENSIVE_READ_THROTTLES, over_limit
+from dandizarr_server.zarr_api.views import listing_pages as listing
+
+METHODS = "GET, HEAD, OPTIONS"
+_EXPOSED = "Accept-Ranges, Content-Length, Content-Range, ETag, Last-Modified"
+_REQUEST_HEADERS = "Range, If-Match, If-None-Match, If-Range, If-Modified-Since, Cache-Control"
+
+View = Callable[..., HttpResponseBase]
+
+
+def read_only(view: View) -> View:
+    """OPTIONS preflight, 405 for writes, ``{"detail"}`` errors; CORS headers on every answer
+    (a 404 must reach a browser reader too: it means "fill value")."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: str, **kwargs: str) -> HttpResponseBase:
+        response: HttpResponseBase
+        if request.method == "OPTIONS":
+            response = HttpResponse(status=204)
+            response["Access-Control-Allow-Methods"] = METHODS
+            response["Access-Control-Allow-Headers"] = _REQUEST_HEADERS
+            response["Access-Control-Max-Age"] = "86400"
+            response["Allow"] = METHODS
+        elif request.method not in ("GET", "HEAD"):
+            response = JsonResponse({"detail": f"{request.method} is not allowed"}, status=405)
+            response["Allow"] = METHODS
+        else:
+            try:
+                response = view(request, *args, **kwargs)
+            except DomainError as error:
+                response = JsonResponse(
+                    {"detail": error.message, **error.extra}, status=error.status_code
+                )
+        # Any origin may read what anyone may read; an answer to credentials (the only way to
+        # a private archive) is for that reader alone (dandizarr_server.zarr_api.authentication).
+        if not is_authenticated(request):
+            response["Access-Control-Allow-Origin"] = "*"
+        response["Access-Control-Expose-Headers"] = _EXPOSED
+        # Everything here is an uploader's bytes or made from them (names in listings).
+        for name, value in INERT_HEADERS.items():
+            response[name] = value
+        return response
+
+    # Nothing here writes: a POST is a 405, not a CSRF failure.
+    return csrf_exempt(wrapped)
+
+
+@read_only
+def archive_key(request: HttpRequest, zarr_id: str, key: str = "") -> HttpResponseBase:
+    archive = archive_get(zarr_id, request.user)
+    if key == "" or key.endswith("/"):
+        return _directory(request, archive, key.rstrip("/"))
+    if (problem := path_problem(key)) is not None:
+        raise NotFound(f"{key!r} is not a file of zarr archive {zarr_id}: it {problem}", path=key)
+    return _file(request, archive, key)
+
+
+def _etag_listed(header: str, md5: str) -> bool:
+    return any(t.strip() == "*" or strip_etag(t) == md5 for t in header.split(","))
+
+
+def _file(request: HttpRequest, archive: ZarrArchive, path: str) -> HttpResponseBase:
+    stored = stored_bytes(archive, path)
+    headers = {
+        "ETag": f'"{stored.md5}"',
+        "Last-Modified": http_date(archive.modified.timestamp()),
+        "Accept-Ranges": "bytes",
+    }
+    if (wanted := request.headers.get("If-Match")) and not _etag_listed(wanted, stored.md5):
+        return JsonResponse({"detail": "the file's ETag is not listed in If-Match"}, status=412)
+    if (cached := request.headers.get("If-None-Match")) and _etag_listed(cached, stored.md5):
+        return HttpResponse(status=304, headers=headers)
+    header = request.headers.get("Range")
+    if (if_range := request.headers.get("If-Range")) and strip_etag(if_range) != stored.md5:
+        header = None  # the client's copy is stale: send the whole file
+    try:
+        byte_range = parse_range(header, stored.size)
+    except Unsatisfiable:
+        unsatisfiable = JsonResponse({"detail": f"range {header!r} is not satisfiable"}, status=416)
+        unsatisfiable["Content-Range"] = f"bytes */{stored.size}"
+        return unsatisfiable
+    begin, stop = byte_range or (0, stored.size)
+    status = 200
+    if byte_range is not None:
+        status = 206
+        headers["Content-Range"] = f"bytes {begin}-{stop - 1}/{stored.size}"
+    headers["Content-Length"] = str(stop - begin)
+    # A link in a listing opens a file: metadata is shown (inert JSON), anything else saved.
+    headers.update(user_bytes_headers(path, attachment=content_type(path) == BYTES_TYPE))
+    if request.method == "HEAD":
+        return HttpResponse(status=status, headers=headers)
+    return StreamingHttpResponse(
+        _read(archive, path, stored, begin, stop), status=status, headers=headers
+    )
+
+
+def _read(
+    archive: ZarrArchive, path: str, stored: StoredBytes, begin: int, stop: int
+) -> itertools.chain[bytes]:
+    """The bytes ``[begin, stop)`` of the file: one ranged storage read per 8 MiB (a chunk file
+    is one), never the whole shard. The first read happens now, so a missing object is a 404
+    and not a cut-off 200. A file packed since it was looked up (``POST pack/`` deletes the
+    loose object after committing the member) is looked up once more."""
+    for attempt in range(2):
+        location = MemberLocation(stored.key, stored.offset + begin, stop - begin)
+        blocks = iter_member_bytes(location)
+        try:
+            first = next(blocks, b"")
+        except ObjectNotFound:
+            if attempt:
+                raise NotFound(f"{path!r} is gone from zarr archive {archive.zarr_id}") from None
+            stored = stored_bytes(archive, path)
+            continue
+        return itertools.chain([first], blocks)
+    raise AssertionError("unreachable")
+
+
+def _directory(request: HttpRequest, archive: ZarrArchive, path: str) -> HttpResponseBase:
+    if (problem := directory_problem(path)) is not None:
+        raise NotFound(f"{path!r} is not a directory of zarr archive {archive.zarr_id}: {problem}")
+    node = node_get(archive, path)
+    if not isinstance(node, DirectoryNode):
+        raise NotFound(f"{path!r} is a file of zarr archive {archive.zarr_id}, not a directory")
+    zarr_id = str(archive.zarr_id)
+    if (limited := over_limit(request)) is not None:
+        return limited
+    accept = request.headers.get("Accept", "")
+    if "application/json" in accept and "text/html" not in accept:
+        body = "" if request.method == "HEAD" else json.dumps(listing.as_json(zarr_id, node))
+        return HttpResponse(body, content_type="application/json")
+    page = "" if request.method == "HEAD" else listing.as_html(zarr_id, node)
+    return StreamingHttpResponse(page, content_type="text/html; charset=utf-8")
+
+
+class ManifestView(APIView):
+    """``GET /api/zarr/{zarr_id}/manifest/``: the archive as a kerchunk reference set, streamed."""
+
+    throttle_classes = EXPENSIVE_READ_THROTTLES
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("prefix", str, description="only the files below this directory"),
+            OpenApiParameter("expires_in", int, description="lifetime of the URLs (seconds)"),
+        ],
+        responses={200: {"type": "object"}},
+    )
+    def get(self, request: Request, zarr_id: str) -> StreamingHttpResponse:
+        archive = archive_get(zarr_id, request.user)
+        prefix = request.query_params.get("prefix", "").strip("/")
+        if (problem := directory_problem(prefix)) is not None:
+            raise ValidationFailed(f"prefix {prefix!r} {problem}")
+        raw = request.query_params.get("expires_in")
+        expires_in = settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+        # A private archive's storage URLs live no longer than upload URLs do.
+        longest = expires_in if archive.dandiset.is_private else manifest.MAX_EXPIRES_IN
+        if raw is not None:
+            if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= longest:
+                raise ValidationFailed(
+                    f"expires_in must be a whole number of seconds from 1 to {longest}"
+                    f"{' for a private archive' if archive.dandiset.is_private else ''}, "
+                    f"got {raw!r}"
+                )
+            expires_in = int(raw)
+        found = manifest.manifest(
+            archive, prefix, expires_in=expires_in, refresh_url=request.build_absolute_uri()
+        )
+        response = StreamingHttpResponse(found.chunks, content_type="application/json")
+        for name, value in INERT_HEADERS.items():
+            response[name] = value
+        if found.expires is not None:
+            response["X-Dandizarr-Expires"] = http_date(found.expires.timestamp())
+        return response

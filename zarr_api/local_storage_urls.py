@@ -1,9 +1,0 @@
-"""URLs of the local storage backend's presigned requests; included under ``storage/``."""
-
-from django.urls import path
-
-from zarr_api import local_storage_views
-
-urlpatterns = [
-    path("<path:key>", local_storage_views.object_view, name="local-storage-object"),
-]
