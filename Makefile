@@ -84,6 +84,12 @@ check-client-install:
 	if "$$venv/python" -c "import django" 2>/dev/null; then \
 		echo "Django is installed without the server extra"; exit 1; \
 	fi; \
+	for generic in checksums objectstore sharding zarr_api; do \
+		if "$$venv/python" -c "import $$generic" 2>/dev/null; then \
+			echo "the install exposes a generic top-level name: $$generic"; exit 1; \
+		fi; \
+	done; \
+	"$$venv/python" -c "import sys, dandizarr.client, dandizarr.sharding; assert 'django' not in sys.modules"; \
 	"$$venv/dandizarr" --help >/dev/null; \
 	mkdir -p "$$tmp/data/a"; echo hello >"$$tmp/data/a/b"; echo world >"$$tmp/data/c"; \
 	"$$venv/dandizarr" checksum "$$tmp/data"; \
