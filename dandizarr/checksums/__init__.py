@@ -2,7 +2,8 @@
 
 ``compute_tree`` hashes a whole archive from a (path, size, md5) listing; ``apply_changes``
 updates a stored tree of ``.checksum`` files for a batch of changed files; ``local`` hashes
-files on disk. The format is in /work/shared/specs/zarr-support-3.md ("Tree hashing scheme").
+files on disk. The format is the DANDI Archive's Zarr checksum ("Tree hashing scheme" of its
+design document zarr-support-3, https://github.com/dandi/dandi-archive/blob/master/doc/design/zarr-support-3.md).
 """
 
 from dandizarr.checksums.listing import (

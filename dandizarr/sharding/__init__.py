@@ -8,8 +8,6 @@ It owns the shard *formats* and the arrays built on them, and sits above ``objec
 * ``index``, ``morton``, ``regions``, ``parallel``: the shard index, Morton order, cutting
   regions into chunk parts, the shared encode/decode thread pool;
 * ``indexed/``: the ``sharding_indexed`` codec; ``array_metadata``, ``array``: a Zarr v3 array;
-* ``transformer`` (its key translation ``transformer_keys``, its shard layout
-  ``transformer_shards``): the sharding storage-transformer draft;
 * ``neuroglancer``, ``neuroglancer_reader``: Neuroglancer precomputed sharded format;
   ``precomputed_info``, ``precomputed``: a precomputed volume's ``info`` and its chunk I/O;
 * ``convert_sources``, ``convert``: converting local arrays to either sharded format;
