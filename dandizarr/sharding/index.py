@@ -1,7 +1,7 @@
 """The shard index: an ``(offset, nbytes)`` uint64 pair per inner chunk, C order.
 
 Shared by the ``sharding_indexed`` codec and the archives' shard objects (``archive_packing``),
-which may leave out the index's crc32c (``IndexCodecs(crc32c=False)``). Empty chunks are ``2**64 - 1``
+whose index carries the codec's default chain (``IndexCodecs()``). Empty chunks are ``2**64 - 1``
 in both fields. Everything here validates: a malformed index raises ``ShardFormatError`` rather
 than letting a reader return wrong bytes.
 """
