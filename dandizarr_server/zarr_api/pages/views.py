@@ -14,9 +14,10 @@ from django.views.decorators.http import require_safe
 
 from dandizarr.objectstore import ObjectStoreError
 from dandizarr.objectstore.user_bytes import INERT_HEADERS
-from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
 from dandizarr_server.zarr_api.pages import preview, reads
 from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
+from dandizarr_server.zarr_api.parsers.paging import positive_int
 from dandizarr_server.zarr_api.paths import directory_problem
 from dandizarr_server.zarr_api.selectors.archive_contents import FileNode, node_get
 from dandizarr_server.zarr_api.selectors.lookups import annotated_archive_get, archive_get
@@ -87,10 +88,11 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def _page_number(request: HttpRequest) -> int:
-    raw = request.GET.get("page", "1")
-    if not raw.isdigit() or int(raw) < 1:
-        raise NotFound(f"no page {raw!r}: pages are numbered from 1")
-    return int(raw)
+    """The ``page`` asked for; a page that cannot exist is a 404 here (a page of HTML)."""
+    try:
+        return positive_int(request.GET.get("page"), "page", 1, 10**9)
+    except ValidationFailed as error:
+        raise NotFound(f"no such page: {error.message}") from error
 
 
 def _archive_context(request: HttpRequest, zarr_id: str, path: str) -> dict[str, Any]:

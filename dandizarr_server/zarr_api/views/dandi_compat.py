@@ -16,13 +16,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
+from dandizarr_server.zarr_api.exceptions import NotFound
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.parsers.dandi import (
     parse_dandi_upload_files,
     parse_listing_prefix,
     query_flag,
 )
+from dandizarr_server.zarr_api.parsers.paging import query_positive_int
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_deleted_paths
 from dandizarr_server.zarr_api.permissions import require_writer
 from dandizarr_server.zarr_api.selectors.archive_contents import FileNode, node_get
@@ -118,10 +119,9 @@ class DandiFilesView(APIView):
 
     @staticmethod
     def _listing(request: Request, archive: ZarrArchive, prefix: str) -> dict[str, Any]:
-        raw_size = request.query_params.get("page_size", str(_LISTING_PAGE))
-        if not raw_size.isdigit() or int(raw_size) < 1:
-            raise ValidationFailed(f"page_size must be a positive integer, got {raw_size!r}")
-        page_size = min(int(raw_size), _LISTING_PAGE_MAX)
+        page_size = query_positive_int(
+            request.query_params, "page_size", _LISTING_PAGE, _LISTING_PAGE_MAX
+        )
         after = request.query_params.get("after")
         results: list[dict[str, Any]] = []
         for node in files_with_prefix(archive, prefix, after=after):

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from dandizarr.objectstore.user_bytes import BYTES_TYPE, user_bytes_headers
 from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.parsers.paging import query_positive_int
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_deleted_paths
 from dandizarr_server.zarr_api.paths import directory_problem
 from dandizarr_server.zarr_api.permissions import require_writer
@@ -34,15 +35,6 @@ from dandizarr_server.zarr_api.selectors.shard_members import (
 )
 from dandizarr_server.zarr_api.services.deletions import files_delete
 from dandizarr_server.zarr_api.storage import download_url, download_urls
-
-
-def _page_number(request: Request, name: str, default: int, maximum: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValidationFailed(f"{name} must be a positive integer, got {raw!r}")
-    return min(int(raw), maximum)
 
 
 def file_download(
@@ -129,8 +121,8 @@ class FilesView(APIView):
             {"type": "file", "name": n, "path": prefix + n, "digest": f.digest, "size": f.size}
             for n, f in sorted(listing.files.items())
         ]
-        page = _page_number(request, "page", 1, 10**9)
-        page_size = _page_number(request, "page_size", 100, 1000)
+        page = query_positive_int(request.query_params, "page", 1, 10**9)
+        page_size = query_positive_int(request.query_params, "page_size", 100, 1000)
         start = (page - 1) * page_size
         if start and start >= len(entries):
             raise NotFound(f"page {page} is past the end of the listing")
@@ -154,7 +146,7 @@ class FilesView(APIView):
         }
 
     def _recursive(self, request: Request, archive: ZarrArchive, path: str) -> Response:
-        limit = _page_number(request, "limit", 1000, 10000)
+        limit = query_positive_int(request.query_params, "limit", 1000, 10000)
         after = request.query_params.get("after")
         nodes = list(islice(files_below(archive, path, after=after), limit))
         results = [{"path": n.path, "size": n.size, "digest": n.md5} for n in nodes]
