@@ -10,15 +10,14 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from dandizarr_server.zarr_api.models import (
-    CHANGING_STATES,
     Asset,
     Batch,
     Dandiset,
     Version,
     ZarrArchive,
 )
+from dandizarr_server.zarr_api.selectors.archive_state import archive_state
 from dandizarr_server.zarr_api.selectors.dandi import (
-    archive_status,
     asset_metadata,
     dandiset_summary,
 )
@@ -97,7 +96,7 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
         return settings.PUBLIC_URL + reverse("page-archive", args=[archive.zarr_id])
 
     def get_status(self, archive: ZarrArchive) -> str:
-        return archive_status(archive)
+        return archive_state(archive).dandi_status
 
     def get_s3_path(self, archive: ZarrArchive) -> str:
         return bucket_path(archive.storage_prefix)
@@ -106,22 +105,13 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
         return prefix_url(archive.storage_prefix)
 
     def get_checksum_status(self, archive: ZarrArchive) -> str:
-        pending = getattr(archive, "has_pending_batch", None)
-        if pending is None:
-            pending = archive.batches.filter(state__in=CHANGING_STATES).exists()
-        return "pending" if pending else "complete"
+        return archive_state(archive).checksum_status
 
     def get_shard_count(self, archive: ZarrArchive) -> int:
-        count = getattr(archive, "live_shards", None)
-        if count is None:
-            count = archive.shards.filter(state="live").count()
-        return int(count)
+        return archive_state(archive).live_shards
 
     def get_upload_in_progress(self, archive: ZarrArchive) -> bool:
-        open_batch = getattr(archive, "has_open_batch", None)
-        if open_batch is None:
-            open_batch = archive.batches.filter(state="open").exists()
-        return bool(open_batch)
+        return archive_state(archive).upload_open
 
 
 class ArchiveCreateSerializer(serializers.Serializer[Any]):

@@ -20,12 +20,11 @@ from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
 from dandizarr_server.zarr_api.parsers.paging import positive_int
 from dandizarr_server.zarr_api.paths import directory_problem
 from dandizarr_server.zarr_api.selectors.archive_contents import FileNode, node_get
+from dandizarr_server.zarr_api.selectors.archive_state import archive_state
 from dandizarr_server.zarr_api.selectors.lookups import annotated_archive_get, archive_get
-from dandizarr_server.zarr_api.serializers import ArchiveSerializer
 from dandizarr_server.zarr_api.throttles import throttled
 
 PAGE_SIZE = 200
-_STATUS = ArchiveSerializer()  # the API's rules for an archive's status fields
 
 
 def _not_found_as_404(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -59,10 +58,11 @@ def _service_url(request: HttpRequest) -> str:
 
 
 def _status(archive: Any) -> dict[str, Any]:
+    state = archive_state(archive)  # the API's rule for these fields
     return {
-        "checksum_status": _STATUS.get_checksum_status(archive),
-        "upload_in_progress": _STATUS.get_upload_in_progress(archive),
-        "shard_count": _STATUS.get_shard_count(archive),
+        "checksum_status": state.checksum_status,
+        "upload_in_progress": state.upload_open,
+        "shard_count": state.live_shards,
     }
 
 

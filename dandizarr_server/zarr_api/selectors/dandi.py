@@ -13,30 +13,17 @@ from django.conf import settings
 from django.db.models import Max, Sum
 
 from dandizarr_server.zarr_api.exceptions import NotFound
-from dandizarr_server.zarr_api.models import Asset, Batch, Dandiset, Version, ZarrArchive
+from dandizarr_server.zarr_api.models import Asset, Dandiset, Version, ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import (
     DirectoryNode,
     FileNode,
     files_below,
     node_get,
 )
+from dandizarr_server.zarr_api.selectors.archive_state import archive_state
 
 ZARR_CHECKSUM_DIGEST = "dandi:dandi-zarr-checksum"
 ZARR_MIME_TYPE = "application/x-zarr"
-
-
-def archive_status(archive: ZarrArchive) -> str:
-    """``Pending`` while an upload is open, ``Ingesting`` while verified changes wait for the
-    tree, ``Complete`` when ``checksum`` is the exact checksum of what storage holds."""
-    open_batch = getattr(archive, "has_open_batch", None)
-    if open_batch is None:
-        open_batch = archive.batches.filter(state=Batch.State.OPEN).exists()
-    if open_batch:
-        return "Pending"
-    pending = getattr(archive, "has_pending_batch", None)
-    if pending is None:
-        pending = archive.batches.filter(state=Batch.State.PENDING).exists()
-    return "Ingesting" if pending else "Complete"
 
 
 def asset_metadata(asset: Asset) -> dict[str, Any]:
@@ -50,7 +37,7 @@ def asset_metadata(asset: Asset) -> dict[str, Any]:
     metadata["identifier"] = str(asset.asset_id)
     digest = dict(metadata.get("digest") or {})
     digest.pop(ZARR_CHECKSUM_DIGEST, None)
-    if archive_status(archive) == "Complete":
+    if archive_state(archive).dandi_status == "Complete":
         digest[ZARR_CHECKSUM_DIGEST] = archive.checksum
         metadata["contentSize"] = archive.size
     metadata["digest"] = digest

@@ -1,0 +1,42 @@
+"""An archive's state as every reader shows it (the API's fields, the DANDI status, the pages):
+one rule, from the annotations ``lookups.archives_annotated`` adds, or one query each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dandizarr_server.zarr_api.models import CHANGING_STATES, Batch, Shard, ZarrArchive
+
+
+@dataclass(frozen=True)
+class ArchiveState:
+    # An upload batch is open (its files not verified yet).
+    upload_open: bool
+    # Verified changes, cancels or deletions not yet in the tree: the checksum is not final.
+    tree_changing: bool
+    live_shards: int
+
+    @property
+    def checksum_status(self) -> str:
+        return "pending" if self.tree_changing else "complete"
+
+    @property
+    def dandi_status(self) -> str:
+        """The DANDI API's: ``Pending`` while an upload is open, ``Ingesting`` while changes wait
+        for the tree, ``Complete`` when the checksum is exactly what storage holds."""
+        if self.upload_open:
+            return "Pending"
+        return "Ingesting" if self.tree_changing else "Complete"
+
+
+def archive_state(archive: ZarrArchive) -> ArchiveState:
+    upload_open = getattr(archive, "has_open_batch", None)
+    if upload_open is None:
+        upload_open = archive.batches.filter(state=Batch.State.OPEN).exists()
+    changing = getattr(archive, "has_pending_batch", None)
+    if changing is None:
+        changing = archive.batches.filter(state__in=CHANGING_STATES).exists()
+    shards = getattr(archive, "live_shards", None)
+    if shards is None:
+        shards = archive.shards.filter(state=Shard.State.LIVE).count()
+    return ArchiveState(bool(upload_open), bool(changing), int(shards))
