@@ -177,9 +177,12 @@ class ObjectStore(abc.ABC):
     concurrency: int = 32
     _request_pool: ThreadPoolExecutor | None = None
 
-    def _map_requests(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    def map_requests(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``[function(item) for item in items]``, concurrently on the store's pool when
-        requests are remote. One pool per store, so batches reuse threads."""
+        requests are remote. One pool per store, so batches reuse threads: the service's
+        concurrent storage work (HEADs, .checksum reads, conversions) all runs here, sized by
+        the store's ``concurrency``. ``function`` must not call this again (a pool thread
+        waiting for the pool could wait for ever)."""
         if not self.remote or len(items) <= 1 or self.concurrency <= 1:
             return [function(item) for item in items]
         pool = self._request_pool
@@ -206,7 +209,7 @@ class ObjectStore(abc.ABC):
             with contextlib.suppress(threading.BrokenBarrierError):
                 started.wait()
 
-        self._map_requests(meet, range(self.concurrency))
+        self.map_requests(meet, range(self.concurrency))
 
     @abc.abstractmethod
     def put(self, key: str, data: bytes, *, content_type: str | None = None) -> ObjectInfo:
@@ -215,7 +218,7 @@ class ObjectStore(abc.ABC):
     def put_many(self, items: Mapping[str, bytes]) -> None:
         """Store many small objects: concurrently where requests are remote, else as the
         backend does it best."""
-        self._map_requests(lambda pair: self.put(pair[0], pair[1]), list(items.items()))
+        self.map_requests(lambda pair: self.put(pair[0], pair[1]), list(items.items()))
 
     @abc.abstractmethod
     def get(self, key: str) -> bytes:
@@ -266,11 +269,11 @@ class ObjectStore(abc.ABC):
             ranges = [
                 wanted[at : at + LISTED_PER_RANGE] for at in range(0, len(wanted), LISTED_PER_RANGE)
             ]
-            for listed in self._map_requests(self._list_range, ranges):
+            for listed in self.map_requests(self._list_range, ranges):
                 found.update(listed)
         rest = [k for k in wanted if k not in found]
         if rest:
-            found.update(zip(rest, self._map_requests(self.head, rest), strict=True))
+            found.update(zip(rest, self.map_requests(self.head, rest), strict=True))
         return {key: found[key] for key in keys}
 
     def _list_range(self, wanted: builtins.list[str]) -> dict[str, ObjectInfo]:

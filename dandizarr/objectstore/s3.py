@@ -166,7 +166,7 @@ class S3ObjectStore(ObjectStore):
 
             s3_puts.put_object(http, sign, key, data, content_md5)
 
-        self._map_requests(put_one, builtins.list(items.items()))
+        self.map_requests(put_one, builtins.list(items.items()))
 
     def delete_many(self, keys: Iterable[str]) -> None:
         iterator = iter(keys)

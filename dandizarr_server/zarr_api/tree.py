@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
-
-from django.conf import settings
 
 from dandizarr.checksums import DirectoryListing, decode_checksum_file, encode_checksum_file
 from dandizarr.checksums.paths import depth
@@ -22,29 +19,6 @@ from dandizarr_server.zarr_api.keys import checksum_key
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-
-
-def storage_map(
-    function: Callable[[T], R], items: Iterable[T], *, parallel: bool = True
-) -> list[R]:
-    """``map`` over one shared thread pool: storage requests in parallel, results in order.
-
-    Shared so a request's hundreds of HEADs or .checksum writes reuse threads instead of
-    starting a pool per call. ``parallel=False`` (a local-disk store) maps in this thread.
-    """
-    global _pool
-    items = list(items)
-    if len(items) <= 1 or not parallel:
-        return [function(item) for item in items]
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max_workers=settings.DANDIZARR_STORAGE_CONCURRENCY, thread_name_prefix="storage"
-            )
-    return list(_pool.map(function, items))
 
 
 @dataclass
@@ -77,7 +51,7 @@ class StorageChecksumTree:
         return decode_checksum_file(data)
 
     def read_many(self, directories: Sequence[str]) -> dict[str, DirectoryListing | None]:
-        results = storage_map(self.read, directories, parallel=self.store.remote)
+        results = self.store.map_requests(self.read, list(directories))
         return dict(zip(directories, results, strict=True))
 
     def write_many(self, listings: Mapping[str, DirectoryListing]) -> None:

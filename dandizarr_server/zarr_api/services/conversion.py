@@ -35,7 +35,6 @@ from dandizarr_server.zarr_api.services.archive_locks import (
 from dandizarr_server.zarr_api.services.member_locations import stale_loose_copies_delete
 from dandizarr_server.zarr_api.services.shard_objects import ShardPiece, shard_write
 from dandizarr_server.zarr_api.storage import get_store
-from dandizarr_server.zarr_api.tree import storage_map
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +104,7 @@ def archive_conversion_run(archive_pk: int) -> ConversionReport:
     store = get_store()
     for plan in plans:
         keys = [archive.storage_prefix + m.path for m in plan.members]
-        datas = storage_map(_get_or_none(store), keys, parallel=store.remote)
+        datas = store.map_requests(_get_or_none(store), list(keys))
         pieces = []
         for member, data in zip(plan.members, datas, strict=True):
             state = files[member.path]
