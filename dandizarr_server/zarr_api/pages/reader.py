@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 from dandizarr.objectstore import ObjectStore
 from dandizarr.sharding.store import ObjectStoreKV, RangeRead
-from dandizarr_server.zarr_api.models import ShardMember, ZarrArchive
-from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, member_location
-
-_LOOKUP_BLOCK = 1000
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.selectors.shard_members import (
+    MemberLocation,
+    member_location,
+    member_locations,
+)
 
 
 class ReadBudgetExceeded(ValueError):
@@ -47,14 +49,8 @@ class ArchiveFiles:
         if self.archive.layout == ZarrArchive.Layout.LOOSE:
             self._locations.update(dict.fromkeys(wanted))
             return
-        for start in range(0, len(wanted), _LOOKUP_BLOCK):
-            block = wanted[start : start + _LOOKUP_BLOCK]
-            self._locations.update(dict.fromkeys(block))
-            rows = ShardMember.objects.filter(archive=self.archive, path__in=block).values_list(
-                "path", "shard__key", "offset", "length"
-            )
-            for path, key, offset, length in rows:
-                self._locations[path] = MemberLocation(key, offset, length)
+        self._locations.update(dict.fromkeys(wanted))
+        self._locations.update(member_locations(self.archive, wanted))
 
     def _location(self, path: str) -> MemberLocation | None:
         if path not in self._locations:

@@ -24,7 +24,7 @@ from dandizarr.objectstore.signing import quote_key
 from dandizarr_server.zarr_api.keys import file_key
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import files_below
-from dandizarr_server.zarr_api.selectors.file_bytes import member_locations
+from dandizarr_server.zarr_api.selectors.shard_members import member_locations
 from dandizarr_server.zarr_api.storage import get_store
 
 PAGE = 1000
@@ -100,7 +100,7 @@ def _chunks(
             if node.size == 0:
                 refs[node.path] = ""
             elif member is not None:
-                refs[node.path] = [member.key, member.offset, member.size]
+                refs[node.path] = [member.key, member.offset, member.length]
             elif node.path.rsplit("/", 1)[-1] in INLINE_NAMES and node.size <= INLINE_LIMIT:
                 refs[node.path] = _inline(store.get(file_key(archive.zarr_id, node.path)))
             else:

@@ -12,30 +12,32 @@ from dandizarr_server.zarr_api.storage import STREAM_BLOCK, get_store
 
 @dataclass(frozen=True)
 class MemberLocation:
+    """``length`` bytes at ``offset`` of the shard object ``key``, and their md5 ("" for a
+    range of them)."""
+
     key: str
     offset: int
     length: int
-
-
-def member_location(archive: ZarrArchive, path: str) -> MemberLocation | None:
-    row = (
-        ShardMember.objects.filter(archive=archive, path=path)
-        .values_list("shard__key", "offset", "length")
-        .first()
-    )
-    return MemberLocation(*row) if row else None
+    md5: str = ""
 
 
 def member_locations(archive: ZarrArchive, paths: Iterable[str]) -> dict[str, MemberLocation]:
-    """Where each packed file among ``paths`` lives (one query per 1000 paths)."""
+    """Where each packed file among ``paths`` lives (one query per 1000 paths): the one answer
+    to "where are a packed file's bytes" (reads, downloads, manifests, previews). Member rows
+    change in the transaction that applies a batch to the tree, so they agree with the
+    applied tree."""
     paths = list(paths)
     found: dict[str, MemberLocation] = {}
     for start in range(0, len(paths), 1000):
         rows = ShardMember.objects.filter(
             archive=archive, path__in=paths[start : start + 1000]
-        ).values_list("path", "shard__key", "offset", "length")
-        found.update((path, MemberLocation(key, o, n)) for path, key, o, n in rows)
+        ).values_list("path", "shard__key", "offset", "length", "md5")
+        found.update((path, MemberLocation(key, o, n, md5)) for path, key, o, n, md5 in rows)
     return found
+
+
+def member_location(archive: ZarrArchive, path: str) -> MemberLocation | None:
+    return member_locations(archive, [path]).get(path)
 
 
 def packed_paths(archive: ZarrArchive, paths: Iterable[str]) -> set[str]:
