@@ -177,3 +177,24 @@ def test_only_staff_or_the_machine_itself_see_the_token_path(
     staff = Client(REMOTE_ADDR="203.0.113.7")
     staff.force_login(admin_actor.user)
     assert token_path in staff.get("/").content.decode()
+
+
+def test_a_packed_download_is_served_as_zarr_reads_serve_it(
+    owner: Actor, dandiset: str, s3_storage: str
+) -> None:
+    """One way of serving bytes (views.file_responses): a packed file's download takes Range
+    and conditional requests as /zarr/ does, as an attachment."""
+    from tests.support.sharded import array_files, build_shards, upload_sharded
+
+    files = array_files()
+    zarr_id = upload_sharded(owner, dandiset, files)
+    _, _, loose = build_shards(files)
+    path, body = next((p, b) for p, b in sorted(files.items()) if p not in loose and len(b) > 4)
+    client = Client()
+    url = f"/api/zarr/{zarr_id}/files/{path}?download=true"
+    whole = client.get(url)
+    assert whole.status_code == 200 and b"".join(whole.streaming_content) == body
+    assert whole["Content-Disposition"] == "attachment"
+    part = client.get(url, HTTP_RANGE="bytes=1-3")
+    assert part.status_code == 206 and b"".join(part.streaming_content) == body[1:4]
+    assert client.get(url, HTTP_IF_NONE_MATCH=whole["ETag"]).status_code == 304

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from django.http import HttpResponseRedirect, StreamingHttpResponse
+from django.http import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -103,9 +103,7 @@ class DandiFilesView(APIView):
             OpenApiParameter("page_size", int),
         ]
     )
-    def get(
-        self, request: Request, zarr_id: str
-    ) -> Response | HttpResponseRedirect | StreamingHttpResponse:
+    def get(self, request: Request, zarr_id: str) -> Response | HttpResponseBase:
         if "recursive" in request.query_params:  # our client's form before tree/ existed
             return FilesView().get(request, zarr_id, "")
         archive = archive_get(zarr_id, request.user)
@@ -114,7 +112,7 @@ class DandiFilesView(APIView):
             node = node_get(archive, prefix) if prefix else None
             if not isinstance(node, FileNode):
                 raise NotFound(f"{prefix!r} is not a file of zarr archive {archive.zarr_id}")
-            return file_download(archive, node)
+            return file_download(request, archive, node)
         return Response(self._listing(request, archive, prefix))
 
     @staticmethod

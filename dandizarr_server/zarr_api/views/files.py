@@ -6,14 +6,13 @@ from itertools import islice
 from typing import Any
 from urllib.parse import urlencode
 
-from django.http import HttpResponseRedirect, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase, HttpResponseRedirect
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dandizarr.objectstore.user_bytes import BYTES_TYPE, user_bytes_headers
 from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.parsers.paging import query_positive_int
@@ -29,28 +28,20 @@ from dandizarr_server.zarr_api.selectors.archive_contents import (
 from dandizarr_server.zarr_api.selectors.lookups import archive_get
 from dandizarr_server.zarr_api.selectors.shard_members import (
     MemberLocation,
-    iter_member_bytes,
     member_location,
     member_locations,
 )
 from dandizarr_server.zarr_api.services.deletions import files_delete
 from dandizarr_server.zarr_api.storage import download_url, download_urls
+from dandizarr_server.zarr_api.views.file_responses import file_response
 
 
-def file_download(
-    archive: ZarrArchive, node: FileNode
-) -> HttpResponseRedirect | StreamingHttpResponse:
-    """A file's bytes: a redirect to a loose file's URL, a packed file's bytes streamed."""
-    location = member_location(archive, node.path)
-    if location is None:
-        # The storage URL's reply is labelled as below (dandizarr.objectstore.user_bytes).
+def file_download(request: HttpRequest, archive: ZarrArchive, node: FileNode) -> HttpResponseBase:
+    """A file's bytes to save: a loose file's presigned storage URL (its reply labelled as user
+    bytes, objectstore.user_bytes), a packed file's bytes as ``/zarr/`` serves them."""
+    if member_location(archive, node.path) is None:
         return HttpResponseRedirect(download_url(archive.storage_prefix + node.path))
-    response = StreamingHttpResponse(
-        iter_member_bytes(location), headers=user_bytes_headers(node.path, attachment=True)
-    )
-    response["Content-Type"] = BYTES_TYPE
-    response["Content-Length"] = str(location.length)
-    return response
+    return file_response(request, archive, node.path, attachment=True)
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -78,9 +69,7 @@ class FilesView(APIView):
             OpenApiParameter("download", bool, description="redirect to the file's bytes"),
         ]
     )
-    def get(
-        self, request: Request, zarr_id: str, path: str = ""
-    ) -> Response | HttpResponseRedirect | StreamingHttpResponse:
+    def get(self, request: Request, zarr_id: str, path: str = "") -> Response | HttpResponseBase:
         archive = archive_get(zarr_id, request.user)
         problem = directory_problem(path)
         if problem:
@@ -90,7 +79,7 @@ class FilesView(APIView):
         node = node_get(archive, path)
         if isinstance(node, FileNode):
             if _flag(request, "download"):
-                return file_download(archive, node)
+                return file_download(request, archive, node)
             location = member_location(archive, node.path)
             if location is not None:
                 return Response({**self._file(node, location.key), "shard": _shard(location)})

@@ -7,7 +7,6 @@ absent key), ``/zarr/{zarr_id}/{dir}/`` lists a directory. Anonymous, read-only,
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 from collections.abc import Callable
 
@@ -25,26 +24,21 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from dandizarr.objectstore import ObjectNotFound
-from dandizarr.objectstore.base import strip_etag
 from dandizarr.objectstore.user_bytes import (
     BYTES_TYPE,
     INERT_HEADERS,
     content_type,
-    user_bytes_headers,
 )
 from dandizarr_server.zarr_api.authentication import is_authenticated
-from dandizarr_server.zarr_api.byte_ranges import Unsatisfiable, parse_range
 from dandizarr_server.zarr_api.exceptions import DomainError, NotFound, ValidationFailed
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.paths import directory_problem, path_problem
 from dandizarr_server.zarr_api.selectors import manifest
 from dandizarr_server.zarr_api.selectors.archive_contents import DirectoryNode, node_get
-from dandizarr_server.zarr_api.selectors.file_bytes import StoredBytes, stored_bytes
 from dandizarr_server.zarr_api.selectors.lookups import archive_get
-from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, iter_member_bytes
 from dandizarr_server.zarr_api.throttles import EXPENSIVE_READ_THROTTLES, over_limit
 from dandizarr_server.zarr_api.views import listing_pages as listing
+from dandizarr_server.zarr_api.views.file_responses import file_response
 
 METHODS = "GET, HEAD, OPTIONS"
 _EXPOSED = "Accept-Ranges, Content-Length, Content-Range, ETag, Last-Modified"
@@ -97,67 +91,8 @@ def archive_key(request: HttpRequest, zarr_id: str, key: str = "") -> HttpRespon
         return _directory(request, archive, key.rstrip("/"))
     if (problem := path_problem(key)) is not None:
         raise NotFound(f"{key!r} is not a file of zarr archive {zarr_id}: it {problem}", path=key)
-    return _file(request, archive, key)
-
-
-def _etag_listed(header: str, md5: str) -> bool:
-    return any(t.strip() == "*" or strip_etag(t) == md5 for t in header.split(","))
-
-
-def _file(request: HttpRequest, archive: ZarrArchive, path: str) -> HttpResponseBase:
-    stored = stored_bytes(archive, path)
-    headers = {
-        "ETag": f'"{stored.md5}"',
-        "Last-Modified": http_date(archive.modified.timestamp()),
-        "Accept-Ranges": "bytes",
-    }
-    if (wanted := request.headers.get("If-Match")) and not _etag_listed(wanted, stored.md5):
-        return JsonResponse({"detail": "the file's ETag is not listed in If-Match"}, status=412)
-    if (cached := request.headers.get("If-None-Match")) and _etag_listed(cached, stored.md5):
-        return HttpResponse(status=304, headers=headers)
-    header = request.headers.get("Range")
-    if (if_range := request.headers.get("If-Range")) and strip_etag(if_range) != stored.md5:
-        header = None  # the client's copy is stale: send the whole file
-    try:
-        byte_range = parse_range(header, stored.size)
-    except Unsatisfiable:
-        unsatisfiable = JsonResponse({"detail": f"range {header!r} is not satisfiable"}, status=416)
-        unsatisfiable["Content-Range"] = f"bytes */{stored.size}"
-        return unsatisfiable
-    begin, stop = byte_range or (0, stored.size)
-    status = 200
-    if byte_range is not None:
-        status = 206
-        headers["Content-Range"] = f"bytes {begin}-{stop - 1}/{stored.size}"
-    headers["Content-Length"] = str(stop - begin)
     # A link in a listing opens a file: metadata is shown (inert JSON), anything else saved.
-    headers.update(user_bytes_headers(path, attachment=content_type(path) == BYTES_TYPE))
-    if request.method == "HEAD":
-        return HttpResponse(status=status, headers=headers)
-    return StreamingHttpResponse(
-        _read(archive, path, stored, begin, stop), status=status, headers=headers
-    )
-
-
-def _read(
-    archive: ZarrArchive, path: str, stored: StoredBytes, begin: int, stop: int
-) -> itertools.chain[bytes]:
-    """The bytes ``[begin, stop)`` of the file: one ranged storage read per 8 MiB (a chunk file
-    is one), never the whole shard. The first read happens now, so a missing object is a 404
-    and not a cut-off 200. A file packed since it was looked up (``POST pack/`` deletes the
-    loose object after committing the member) is looked up once more."""
-    for attempt in range(2):
-        location = MemberLocation(stored.key, stored.offset + begin, stop - begin)
-        blocks = iter_member_bytes(location)
-        try:
-            first = next(blocks, b"")
-        except ObjectNotFound:
-            if attempt:
-                raise NotFound(f"{path!r} is gone from zarr archive {archive.zarr_id}") from None
-            stored = stored_bytes(archive, path)
-            continue
-        return itertools.chain([first], blocks)
-    raise AssertionError("unreachable")
+    return file_response(request, archive, key, attachment=content_type(key) == BYTES_TYPE)
 
 
 def _directory(request: HttpRequest, archive: ZarrArchive, path: str) -> HttpResponseBase:

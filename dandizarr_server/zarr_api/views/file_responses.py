@@ -1,0 +1,90 @@
+"""Serving a file's bytes, the one way every route does it (``/zarr/{id}/{path}`` and
+``files/{path}?download=true`` of a packed file): ranges, ETags, conditional requests, and the
+headers of user bytes (objectstore.user_bytes). Loose files' downloads go to storage instead
+(a presigned URL: the service out of the data path), labelled the same way."""
+
+from __future__ import annotations
+
+import itertools
+
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.utils.http import http_date
+
+from dandizarr.objectstore import ObjectNotFound
+from dandizarr.objectstore.base import strip_etag
+from dandizarr.objectstore.user_bytes import user_bytes_headers
+from dandizarr_server.zarr_api.byte_ranges import Unsatisfiable, parse_range
+from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.selectors.file_bytes import StoredBytes, stored_bytes
+from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, iter_member_bytes
+
+
+def _etag_listed(header: str, md5: str) -> bool:
+    return any(t.strip() == "*" or strip_etag(t) == md5 for t in header.split(","))
+
+
+def file_response(
+    request: HttpRequest, archive: ZarrArchive, path: str, *, attachment: bool
+) -> HttpResponseBase:
+    """The bytes of file ``path`` of ``archive`` (a reader the caller found allowed): Range,
+    If-Range, If-Match, If-None-Match (304), 416, HEAD, and the user-bytes headers
+    (``attachment`` where a browser navigates to them)."""
+    stored = stored_bytes(archive, path)
+    headers = {
+        "ETag": f'"{stored.md5}"',
+        "Last-Modified": http_date(archive.modified.timestamp()),
+        "Accept-Ranges": "bytes",
+    }
+    if (wanted := request.headers.get("If-Match")) and not _etag_listed(wanted, stored.md5):
+        return JsonResponse({"detail": "the file's ETag is not listed in If-Match"}, status=412)
+    if (cached := request.headers.get("If-None-Match")) and _etag_listed(cached, stored.md5):
+        return HttpResponse(status=304, headers=headers)
+    header = request.headers.get("Range")
+    if (if_range := request.headers.get("If-Range")) and strip_etag(if_range) != stored.md5:
+        header = None  # the client's copy is stale: send the whole file
+    try:
+        byte_range = parse_range(header, stored.size)
+    except Unsatisfiable:
+        unsatisfiable = JsonResponse({"detail": f"range {header!r} is not satisfiable"}, status=416)
+        unsatisfiable["Content-Range"] = f"bytes */{stored.size}"
+        return unsatisfiable
+    begin, stop = byte_range or (0, stored.size)
+    status = 200
+    if byte_range is not None:
+        status = 206
+        headers["Content-Range"] = f"bytes {begin}-{stop - 1}/{stored.size}"
+    headers["Content-Length"] = str(stop - begin)
+    headers.update(user_bytes_headers(path, attachment=attachment))
+    if request.method == "HEAD":
+        return HttpResponse(status=status, headers=headers)
+    return StreamingHttpResponse(
+        _read(archive, path, stored, begin, stop), status=status, headers=headers
+    )
+
+
+def _read(
+    archive: ZarrArchive, path: str, stored: StoredBytes, begin: int, stop: int
+) -> itertools.chain[bytes]:
+    """The bytes ``[begin, stop)`` of the file: one ranged storage read per 8 MiB (a chunk file
+    is one), never the whole shard. The first read happens now, so a missing object is a 404
+    and not a cut-off 200. A file packed since it was looked up (``POST pack/`` deletes the
+    loose object after committing the member) is looked up once more."""
+    for attempt in range(2):
+        location = MemberLocation(stored.key, stored.offset + begin, stop - begin)
+        blocks = iter_member_bytes(location)
+        try:
+            first = next(blocks, b"")
+        except ObjectNotFound:
+            if attempt:
+                raise NotFound(f"{path!r} is gone from zarr archive {archive.zarr_id}") from None
+            stored = stored_bytes(archive, path)
+            continue
+        return itertools.chain([first], blocks)
+    raise AssertionError("unreachable")
