@@ -78,6 +78,8 @@ ROUTES = {
     "server-info": SERVICE,
     "auth-token": SERVICE,
     "info": SERVICE,
+    "healthz": SERVICE,
+    "readyz": SERVICE,
     "local-storage-object": SIGNED,
 }
 # The same routes for rows that do not exist.
