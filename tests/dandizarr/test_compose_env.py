@@ -110,7 +110,7 @@ def test_the_compose_environment_configures_s3_postgres_and_redis() -> None:
     environment = service_environment(load_compose()["services"]["web"])
     with pytest.raises(ValueError, match="DANDIZARR_SECRET_KEY"):
         interpolate(environment["DANDIZARR_SECRET_KEY"], {})
-    host = {"DANDIZARR_SECRET_KEY": "a-secret-from-the-host"}
+    host = {"DANDIZARR_SECRET_KEY": "a-secret-from-the-host", "S3_SECRET_KEY": "s3-secret"}
     resolved = {name: interpolate(value, host) for name, value in environment.items()}
     script = (
         "import json, dandizarr_server.settings as s; print(json.dumps({"
@@ -130,8 +130,8 @@ def test_the_compose_environment_configures_s3_postgres_and_redis() -> None:
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded == {
         "storage": "s3",
-        "endpoint": "http://minio:9000",
-        "presign": "http://localhost:9000",
+        "endpoint": "http://s3:8333",
+        "presign": "http://localhost:8333",
         "key": "dandizarr",
         "engine": "django.db.backends.postgresql",
         "broker": "redis://redis:6379/0",
@@ -153,3 +153,12 @@ def test_production_gunicorn_cuts_off_slow_clients() -> None:
     assert config in " ".join(cmd)
     gunicorn_config = importlib.import_module("dandizarr_server.gunicorn_config")
     assert gunicorn_config.worker_class.__name__ == "HeadFirstThreadWorker"
+
+
+def test_every_image_is_pinned() -> None:
+    """No ``latest`` and no bare name: every image names its version."""
+    for name, service in load_compose()["services"].items():
+        image = str(service["image"])
+        repository, _, tag = image.rpartition(":")
+        assert repository and tag and tag != "latest", (name, image)
+        assert any(ch.isdigit() for ch in tag), (name, image)

