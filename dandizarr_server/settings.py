@@ -300,7 +300,7 @@ DANDIZARR_S3_BUCKET = env_str("DANDIZARR_S3_BUCKET", "dandiarchive")
 DANDIZARR_S3_REGION = env_str("DANDIZARR_S3_REGION", "us-east-1")
 DANDIZARR_S3_ENDPOINT_URL = env("DANDIZARR_S3_ENDPOINT_URL")
 # Presigned URLs are signed for this endpoint when the service reaches S3 at an address
-# clients cannot (e.g. http://minio:9000 inside docker-compose).
+# clients cannot (e.g. http://s3:8333 inside docker-compose).
 DANDIZARR_S3_PRESIGN_ENDPOINT_URL = env("DANDIZARR_S3_PRESIGN_ENDPOINT_URL")
 # A public bucket's URL: manifests then give plain object URLs that never expire.
 DANDIZARR_S3_PUBLIC_READ_URL = env("DANDIZARR_S3_PUBLIC_READ_URL")
