@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from dandizarr.objectstore.s3 import S3ObjectStore
 
 PUBLIC_STATEMENT = "dandizarr-public-archives"
 
@@ -38,3 +43,24 @@ def policy_with_public_prefixes(
         return None
     document["Statement"] = kept
     return document
+
+
+def public_read_prefixes_set(store: S3ObjectStore, prefixes: Sequence[str]) -> None:
+    """Let anyone GET the keys of ``store``'s bucket under ``prefixes`` and no others; the
+    bucket policy's other statements are kept."""
+    client, bucket = store.client, store.bucket
+    try:
+        current: str | None = client.get_bucket_policy(Bucket=bucket)["Policy"]
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") not in {
+            "NoSuchBucketPolicy",
+            "NoSuchPolicy",
+        }:
+            raise
+        current = None
+    document = policy_with_public_prefixes(current, bucket, prefixes)
+    if document is None:
+        if current is not None:
+            client.delete_bucket_policy(Bucket=bucket)
+    else:
+        client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(document))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,6 @@ from dandizarr.objectstore.base import (
     strip_etag,
     validate_range,
 )
-from dandizarr.objectstore.public_reads import policy_with_public_prefixes
 from dandizarr.objectstore.s3_listing import use_fast_listing
 from dandizarr.objectstore.user_bytes import S3_GET_OVERRIDES
 
@@ -366,26 +364,6 @@ class S3ObjectStore(ObjectStore):
         if frozen is None or frozen.access_key is None or frozen.secret_key is None:
             raise ObjectStoreError("no S3 credentials to sign URLs with")
         return base, sigv4.Credentials(frozen.access_key, frozen.secret_key, frozen.token)
-
-    def public_read_prefixes_set(self, prefixes: Sequence[str]) -> None:
-        """Let anyone GET the keys under ``prefixes`` and no others
-        (dandizarr.objectstore.public_reads);
-        the bucket policy's other statements are kept."""
-        try:
-            current: str | None = self.client.get_bucket_policy(Bucket=self.bucket)["Policy"]
-        except ClientError as error:
-            if _error_code(error) not in {"NoSuchBucketPolicy", "NoSuchPolicy"}:
-                raise self._translate(error, "") from error
-            current = None
-        document = policy_with_public_prefixes(current, self.bucket, prefixes)
-        try:
-            if document is None:
-                if current is not None:
-                    self.client.delete_bucket_policy(Bucket=self.bucket)
-            else:
-                self.client.put_bucket_policy(Bucket=self.bucket, Policy=json.dumps(document))
-        except ClientError as error:
-            raise self._translate(error, "") from error
 
     def presigned_get_url(self, key: str, *, expires_in: int) -> str:
         return self.presign_client.generate_presigned_url(

@@ -18,6 +18,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
+from dandizarr.objectstore.public_reads import public_read_prefixes_set
 from dandizarr.objectstore.s3 import S3ObjectStore
 from dandizarr_server.zarr_api.exceptions import Conflict
 from dandizarr_server.zarr_api.keys import checksums_prefix, files_prefix, shards_prefix
@@ -101,5 +102,5 @@ def public_reads_sync(*, also_open: list[int] | None = None) -> int:
         for zarr_id in archives.values_list("zarr_id", flat=True)
         for make in (files_prefix, checksums_prefix, shards_prefix)
     ]
-    store.public_read_prefixes_set(prefixes)
+    public_read_prefixes_set(store, prefixes)
     return len(prefixes)
