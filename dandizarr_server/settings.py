@@ -8,6 +8,7 @@ Production sets ``DATABASE_URL`` (PostgreSQL), ``CELERY_BROKER_URL`` (Redis) and
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -119,10 +120,13 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "csp",
     "axes",
+    "django_prometheus",
     "dandizarr_server.zarr_api",
 ]
 
 MIDDLEWARE = [
+    # Requests by view and status, with latencies (django-prometheus): first and last.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -134,9 +138,18 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     # Last, as django-axes asks: counts failed logins, answers 429 while one is locked out.
     "axes.middleware.AxesMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 if USER_CONTENT_HOST:
     MIDDLEWARE.insert(0, "dandizarr_server.user_content_host.UserContentHostMiddleware")
+
+# --- Metrics (/metrics, Prometheus) -----------------------------------------------------------
+# Readable from these networks, or with `Authorization: Bearer <DANDIZARR_METRICS_TOKEN>`;
+# anyone else gets a 404. Several gunicorn workers: set PROMETHEUS_MULTIPROC_DIR.
+DANDIZARR_METRICS_NETWORKS = [
+    ipaddress.ip_network(n) for n in env_list("DANDIZARR_METRICS_NETWORKS", "127.0.0.0/8,::1/128")
+]
+DANDIZARR_METRICS_TOKEN = env("DANDIZARR_METRICS_TOKEN")
 
 # --- Login attempts (django-axes) -------------------------------------------------------------
 # /admin/login/: after DANDIZARR_LOGIN_FAILURE_LIMIT failures an account, and apart from that

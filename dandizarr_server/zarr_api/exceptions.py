@@ -18,6 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from dandizarr_server.zarr_api.metrics import STORAGE_ERRORS
+
 
 class DomainError(Exception):
     """An error a client caused; rendered as ``{"detail": message, ...extra}``."""
@@ -111,6 +113,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     service = unavailable_service(exc)
     if service is not None:
         logger.warning("%s unavailable: %s: %s", service, type(exc).__name__, exc)
+        if service == "storage":
+            STORAGE_ERRORS.labels(type(exc).__name__).inc()
         set_rollback()
         return Response(
             {"detail": f"the service's {service} is unavailable; try again shortly"},

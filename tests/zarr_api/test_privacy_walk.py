@@ -80,6 +80,7 @@ ROUTES = {
     "info": SERVICE,
     "healthz": SERVICE,
     "readyz": SERVICE,
+    "metrics": SERVICE,
     "local-storage-object": SIGNED,
 }
 # The same routes for rows that do not exist.

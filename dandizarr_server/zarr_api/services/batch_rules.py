@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from dandizarr.checksums.paths import basename, directories_above, folded, parent
+from dandizarr_server.zarr_api import metrics
 from dandizarr_server.zarr_api.declarations import FileDeclaration
 from dandizarr_server.zarr_api.exceptions import Conflict, NotFound, ValidationFailed
 from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
@@ -75,13 +76,15 @@ def open_batch_create(
     upload_urls_issued(archive)
     try:
         with transaction.atomic():
-            return Batch.objects.create(
+            created = Batch.objects.create(
                 archive=archive,
                 kind=kind,
                 state=Batch.State.OPEN,
                 user=recorded_user(user),
                 directories=sorted(directories_above(paths)) if kind == Batch.Kind.UPLOAD else [],
             )
+        transaction.on_commit(lambda: metrics.batch_started(kind))
+        return created
     except IntegrityError as error:  # the unique constraint caught a concurrent start
         raise Conflict(
             f"zarr archive {archive.zarr_id} already has an upload batch in progress"
@@ -198,6 +201,7 @@ class Verification:
     def raise_unless_complete(self) -> None:
         if not self.missing and not self.mismatched:
             return
+        metrics.ETAG_MISMATCHES.inc(len(self.missing) + len(self.mismatched))
         parts = []
         if self.missing:
             parts.append(f"{len(self.missing)} missing ({', '.join(self.missing[:5])})")

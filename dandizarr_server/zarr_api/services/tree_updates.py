@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dandizarr.checksums import TreeSummary, apply_changes
+from dandizarr_server.zarr_api import metrics
 from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
 from dandizarr_server.zarr_api.scheduling import COMPACT_SHARD, schedule_on_commit
 from dandizarr_server.zarr_api.selectors.archive_contents import (
@@ -73,7 +74,14 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
             ZarrArchive.objects.filter(pk=archive_pk).update(
                 checksum=summary.digest, file_count=summary.count, size=summary.size, modified=now
             )
-            Batch.objects.filter(pk__in=batch_ids).update(state=Batch.State.APPLIED, applied=now)
+            applied = Batch.objects.filter(pk__in=batch_ids)
+            lags = [
+                (now - completed).total_seconds()
+                for completed in applied.values_list("completed", flat=True)
+                if completed is not None
+            ]
+            applied.update(state=Batch.State.APPLIED, applied=now)
+            transaction.on_commit(lambda: metrics.tree_update_lags(lags))
             transaction.on_commit(lambda: cached.remember(tree_version(now, summary.digest)))
     except BaseException:
         if tree is not None:

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from dandizarr_server.zarr_api import metrics
 from dandizarr_server.zarr_api.crash import crash_point
 from dandizarr_server.zarr_api.declarations import FileDeclaration
 from dandizarr_server.zarr_api.exceptions import Conflict, Forbidden, NotFound
@@ -116,6 +117,8 @@ def batch_complete(*, user: Requester, archive: ZarrArchive) -> Batch:
         reconcile_when_urls_expire(archive, batch)
         batch.save(update_fields=["state", "sequence", "completed", "reconcile_after"])
         tree_update_schedule(archive)
+        verified = [f.size or 0 for f in files]
+        transaction.on_commit(lambda: metrics.batch_completed(batch.kind, verified))
     return batch
 
 
@@ -142,6 +145,8 @@ def batch_cancel(
         batch.completed = timezone.now()
         batch.note = reason
         batch.save(update_fields=["state", "completed", "note"])
+        kind = batch.kind
+        transaction.on_commit(lambda: metrics.batch_cancelled(kind))
     crash_point("cancel:intent-committed")
     try:
         return cancellation_finish(batch.pk)

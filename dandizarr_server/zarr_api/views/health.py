@@ -1,16 +1,21 @@
-"""Probes for an orchestrator: ``/healthz`` (this process answers; nothing else asked) and
+"""What an operator's tools ask: ``/healthz`` (this process answers; nothing else asked),
 ``/readyz`` (the database, the broker and storage answer within ``READY_TIMEOUT_SECONDS``; a
-503 naming what does not). Neither needs credentials nor says more than up or down."""
+503 naming what does not), neither needing credentials nor saying more than up or down; and
+``/metrics`` (Prometheus), for the networks in ``DANDIZARR_METRICS_NETWORKS`` or a request with
+``Authorization: Bearer $DANDIZARR_METRICS_TOKEN``, 404 to anyone else."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import hmac
+import ipaddress
 from collections.abc import Callable
 
 from django.conf import settings
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
+from django_prometheus.exports import ExportToDjangoView
 
 from dandizarr_server.zarr_api.storage import get_store
 
@@ -75,3 +80,26 @@ def _closing(check: Callable[[], None]) -> Callable[[], None]:
             connection.close()
 
     return run
+
+
+def _may_read_metrics(request: HttpRequest) -> bool:
+    token = settings.DANDIZARR_METRICS_TOKEN
+    if token and hmac.compare_digest(
+        request.META.get("HTTP_AUTHORIZATION", "").encode(), f"Bearer {token}".encode()
+    ):
+        return True
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:
+        return False
+    return any(address in network for network in settings.DANDIZARR_METRICS_NETWORKS)
+
+
+@require_safe
+def metrics(request: HttpRequest) -> HttpResponse:
+    """django-prometheus's export (every process's metrics when PROMETHEUS_MULTIPROC_DIR is
+    set, as under several gunicorn workers), for those allowed."""
+    if not _may_read_metrics(request):
+        return JsonResponse({"detail": "not found"}, status=404)
+    response: HttpResponse = ExportToDjangoView(request)
+    return response
