@@ -5,6 +5,7 @@ import os
 from typing import Any
 
 from celery import Celery, signals
+from django_structlog.celery.steps import DjangoStructLogInitStep
 
 from dandizarr_server.embedded import MissingSecretKey, require_shared_secret_key
 from dandizarr_server.zarr_api.storage import get_store
@@ -14,6 +15,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr_server.settings")
 app = Celery("dandizarr")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["dandizarr_server.zarr_api"])
+# Each task's log events carry the id of the request that scheduled it (django-structlog).
+app.steps["worker"].add(DjangoStructLogInitStep)
 app.set_default()
 
 

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import dj_database_url
 import django_stubs_ext
+import structlog
 
 from dandizarr import __version__
 from dandizarr_server.embedded import EMBEDDED_VARIABLE, SECRET_KEY_VARIABLE, secret_key
@@ -121,6 +122,7 @@ INSTALLED_APPS = [
     "csp",
     "axes",
     "django_prometheus",
+    "django_structlog",
     "dandizarr_server.zarr_api",
 ]
 
@@ -133,6 +135,10 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "dandizarr_server.zarr_api.authentication.TokenUserMiddleware",
+    # One id per request in every log event, returned as X-Request-ID (see request_ids.py).
+    "dandizarr_server.request_ids.RequestIdMiddleware",
+    "django_structlog.middlewares.RequestMiddleware",
+    "dandizarr_server.request_ids.RequestIdHeaderMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -414,10 +420,51 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# --- Logs --------------------------------------------------------------------------------------
+# One event per request and per task (django-structlog), as JSON lines in production; `dandizarr
+# serve` (and DANDIZARR_LOG_FORMAT=console) keeps them readable. Every event carries the
+# request's id, in the tasks it scheduled too (DJANGO_STRUCTLOG_CELERY_ENABLED).
+LOG_FORMAT = env_str("DANDIZARR_LOG_FORMAT", "console" if EMBEDDED else "json")
+if LOG_FORMAT not in {"json", "console"}:
+    raise ValueError(f"DANDIZARR_LOG_FORMAT must be 'json' or 'console', got {LOG_FORMAT!r}")
+DJANGO_STRUCTLOG_CELERY_ENABLED = True
+DJANGO_STRUCTLOG_TRUST_UPSTREAM_REQUEST_ID = True
+_STRUCTLOG_CHAIN: list[structlog.typing.Processor] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_logger_name,
+    structlog.stdlib.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso"),
+]
+structlog.configure(
+    processors=[
+        structlog.stdlib.filter_by_level,
+        *_STRUCTLOG_CHAIN,
+        structlog.stdlib.PositionalArgumentsFormatter(),
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
+        structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+    ],
+    logger_factory=structlog.stdlib.LoggerFactory(),
+    cache_logger_on_first_use=True,
+)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "structured": {
+            "()": structlog.stdlib.ProcessorFormatter,
+            "processor": (
+                structlog.processors.JSONRenderer()
+                if LOG_FORMAT == "json"
+                else structlog.dev.ConsoleRenderer(colors=False)
+            ),
+            # Plain logging calls (ours, Django's, Celery's) get the same fields.
+            "foreign_pre_chain": _STRUCTLOG_CHAIN,
+        }
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
     "root": {"handlers": ["console"], "level": env_str("DANDIZARR_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}, "botocore": {"level": "WARNING"}},
 }
+# Celery workers log through the configuration above, not a handler of their own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

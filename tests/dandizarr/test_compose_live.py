@@ -12,6 +12,8 @@ the archive is read back through ``/zarr/``. A change that breaks compose fails 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
 import time
@@ -23,6 +25,7 @@ import requests
 
 from dandizarr.client import DandizarrClient
 from tests.dandizarr.test_compose_env import interpolate, load_compose, service_environment
+from tests.support.api import put
 from tests.support.processes import free_port
 from tests.support.production import (
     Process,
@@ -163,6 +166,37 @@ def test_compose_services_run_natively(compose: Compose, tmp_path: Path) -> None
             assert result.server_checksum == result.expected_checksum
         read = requests.get(f"{url}/zarr/{result.zarr_id}/img/7", timeout=30)
         assert read.status_code == 200 and read.content == (source / "img" / "7").read_bytes()
+
+        # One request followed from the web service into the worker that applies its batch:
+        # its id (a proxy's, kept) on the answer and on the task's log events (JSON lines).
+        api = requests.Session()
+        api.headers["Authorization"] = f"Token {token}"
+        body = b"followed"
+        target = api.post(
+            f"{url}/api/zarr/{result.zarr_id}/upload/",
+            json=[{"path": "followed", "etag": hashlib.md5(body).hexdigest()}],
+            timeout=30,
+        ).json()[0]
+        assert put(target["upload_url"], body).status_code == 200
+        completed = api.post(
+            f"{url}/api/zarr/{result.zarr_id}/upload/complete/",
+            headers={"X-Request-ID": "compose-followed-1"},
+            timeout=30,
+        )
+        assert completed.status_code == 200 and completed.headers["X-Request-ID"] == (
+            "compose-followed-1"
+        )
+        worker_log = tmp_path / "worker.log"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            events = [json.loads(line) for line in worker_log.read_text().splitlines()
+                      if line.startswith("{")]  # fmt: skip
+            followed = [e for e in events if e.get("request_id") == "compose-followed-1"]
+            if any(e.get("event") == "task_succeeded" for e in followed):
+                break
+            time.sleep(0.3)
+        assert any(e.get("event") == "task_succeeded" for e in followed), followed
+        assert any("applied 1 batch" in str(e.get("event")) for e in followed), followed
         assert all(p.running() for p in started), [p.name for p in started if not p.running()]
     finally:
         for process in reversed(started):
