@@ -7,6 +7,7 @@ from typing import Any
 from celery import Celery, signals
 from django_structlog.celery.steps import DjangoStructLogInitStep
 
+from dandizarr_server import task_metrics  # noqa: F401 (connects its signals)
 from dandizarr_server.embedded import MissingSecretKey, require_shared_secret_key
 from dandizarr_server.zarr_api.storage import get_store
 

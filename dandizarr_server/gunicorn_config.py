@@ -4,11 +4,15 @@ the Dockerfile, the tests' production shape):
 N``.
 
 The worker is ``dandizarr serve``'s (``dandizarr_server.gunicorn_worker``), which reads request
-heads in
-its loop and bounds slow bodies: gunicorn's default sync worker reads each request in its one
-thread with no deadline, so as many slow clients as there are workers stall the service
+heads in its loop and bounds slow bodies: gunicorn's default sync worker reads each request in
+its one thread with no deadline, so as many slow clients as there are workers stall the service
 (gunicorn asks for a buffering proxy in front of the sync worker; docker-compose.yml has none).
 """
+
+import os
+from typing import Any
+
+from prometheus_client import multiprocess
 
 from dandizarr_server.gunicorn_worker import HeadFirstThreadWorker
 
@@ -16,3 +20,10 @@ worker_class = HeadFirstThreadWorker
 # Requests served at once per worker process. Each thread keeps a database connection: 4 workers
 # hold 32 of PostgreSQL's default 100.
 threads = 8
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A web worker gone: its metrics stop counting as live ones (prometheus-client's
+    multiprocess mode, PROMETHEUS_MULTIPROC_DIR)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.mark_process_dead(worker.pid)

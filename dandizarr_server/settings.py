@@ -156,6 +156,12 @@ DANDIZARR_METRICS_NETWORKS = [
     ipaddress.ip_network(n) for n in env_list("DANDIZARR_METRICS_NETWORKS", "127.0.0.0/8,::1/128")
 ]
 DANDIZARR_METRICS_TOKEN = env("DANDIZARR_METRICS_TOKEN")
+# Where the processes of one web service (gunicorn's workers) or one Celery worker (its pool)
+# keep their metrics, so one scrape sees them all (prometheus-client's multiprocess mode, which
+# reads this variable itself; an empty directory made at start).
+PROMETHEUS_MULTIPROC_DIR = env("PROMETHEUS_MULTIPROC_DIR")
+# A Celery worker serves its own metrics on this port (0: none; dandizarr_server.task_metrics).
+DANDIZARR_WORKER_METRICS_PORT = env_int("DANDIZARR_WORKER_METRICS_PORT", 0)
 
 # --- Login attempts (django-axes) -------------------------------------------------------------
 # /admin/login/: after DANDIZARR_LOGIN_FAILURE_LIMIT failures an account, and apart from that

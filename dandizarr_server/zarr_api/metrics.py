@@ -27,6 +27,15 @@ TREE_UPDATE_LAG = Histogram(
 STORAGE_ERRORS = Counter(
     "dandizarr_storage_errors_total", "Storage requests that failed, by error", ["kind"]
 )
+TASKS = Counter(
+    "dandizarr_tasks_total", "Celery tasks run, by task and outcome", ["task", "outcome"]
+)
+TASK_SECONDS = Histogram(
+    "dandizarr_task_duration_seconds",
+    "How long Celery tasks ran, by task",
+    ["task"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800),
+)
 
 
 def batch_started(kind: str) -> None:

@@ -89,7 +89,7 @@ def test_workers_can_be_scaled() -> None:
     worker = services["worker"]
     assert "container_name" not in worker
     assert "ports" not in worker
-    assert worker["command"][:4] == ["celery", "-A", "dandizarr_server.celery", "worker"]
+    assert "exec celery -A dandizarr_server.celery worker" in " ".join(worker["command"])
     assert services["beat"]["command"][:4] == ["celery", "-A", "dandizarr_server.celery", "beat"]
     web_command = " ".join(services["web"]["command"])
     assert web_command.index("migrate") < web_command.index("gunicorn dandizarr_server.wsgi")

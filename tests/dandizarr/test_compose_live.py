@@ -51,6 +51,7 @@ class Compose:
     def __init__(self, directory: Path, database_url: str, redis_port: int) -> None:
         self.directory = directory
         self.web_port = free_port()
+        self.worker_metrics_port = free_port()
         self.s3_port, master, volume, filer, admin = _free_port_pairs(5)
         self.weed_ports = (
             f"-master.port={master} -volume.port={volume} -filer.port={filer} "
@@ -65,6 +66,7 @@ class Compose:
             ("0.0.0.0:8000", f"127.0.0.1:{self.web_port}"),
             ("-s3.port=8333", f"-s3.port={self.s3_port} {self.weed_ports}"),
             ("--workers 4", "--workers 2"),
+            ('"9808"', f'"{self.worker_metrics_port}"'),
             ("/tmp/", f"{directory}/tmp-"),
             ("/data", str(directory / "data")),
         ]
@@ -80,6 +82,8 @@ class Compose:
         resolved = {
             key: self.rewrite(interpolate(value, HOST)) for key, value in environment.items()
         }
+        if "DANDIZARR_WORKER_METRICS_PORT" in resolved:  # a port of this machine's
+            resolved["DANDIZARR_WORKER_METRICS_PORT"] = str(self.worker_metrics_port)
         venv_bin = str(Path(sys.executable).parent)
         return {"PATH": f"{venv_bin}:{os.environ.get('PATH', '')}", "HOME": str(self.directory),
                 **resolved}  # fmt: skip
@@ -197,6 +201,13 @@ def test_compose_services_run_natively(compose: Compose, tmp_path: Path) -> None
             time.sleep(0.3)
         assert any(e.get("event") == "task_succeeded" for e in followed), followed
         assert any("applied 1 batch" in str(e.get("event")) for e in followed), followed
+
+        # Metrics: the web service's (from this machine) and the worker's own endpoint.
+        web_metrics = requests.get(f"{url}/metrics", timeout=10).text
+        assert 'dandizarr_batches_total{event="completed",kind="upload"}' in web_metrics
+        tasks = requests.get(f"http://127.0.0.1:{compose.worker_metrics_port}/", timeout=10).text
+        applied = 'task="dandizarr_server.zarr_api.tasks.apply_tree_updates"'
+        assert f'dandizarr_tasks_total{{outcome="succeeded",{applied}}}' in tasks, tasks[-2000:]
         assert all(p.running() for p in started), [p.name for p in started if not p.running()]
     finally:
         for process in reversed(started):

@@ -54,3 +54,22 @@ def test_metrics_are_for_allowed_networks_or_a_token(transactional_db: None, set
     assert stranger.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 404
     allowed = stranger.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret")
     assert allowed.status_code == 200 and b"dandizarr_batches_total" in allowed.content
+
+
+def test_the_dashboard_charts_only_metrics_the_service_has() -> None:
+    """deploy/grafana-dashboard.json names metrics that exist (ours, django-prometheus's)."""
+    import json
+    from pathlib import Path
+
+    from prometheus_client import REGISTRY
+
+    dashboard = json.loads(
+        (Path(__file__).resolve().parents[2] / "deploy" / "grafana-dashboard.json").read_text()
+    )
+    exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
+    used = set(re.findall(r"\b((?:dandizarr|django_http)_[a-z_]+)", exprs))
+    families = list(REGISTRY.collect())  # a labelled metric has no sample before its first use
+    known = {s.name for m in families for s in m.samples} | {
+        m.name + suffix for m in families for suffix in ("", "_total", "_bucket", "_count")
+    }
+    assert used and used <= known, used - known
