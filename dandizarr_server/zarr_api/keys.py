@@ -12,6 +12,9 @@ import uuid
 CHECKSUM_FILE_NAME = ".checksum"
 FILES_ROOT = "zarr/"
 SHARDS_ROOT = "zarr_shards/"
+CHECKSUMS_ROOT = "zarr_checksums/"
+# Every top-level prefix an archive's objects live under.
+ARCHIVE_ROOTS = (FILES_ROOT, CHECKSUMS_ROOT, SHARDS_ROOT)
 
 
 def files_prefix(zarr_id: uuid.UUID | str) -> str:
@@ -19,7 +22,7 @@ def files_prefix(zarr_id: uuid.UUID | str) -> str:
 
 
 def checksums_prefix(zarr_id: uuid.UUID | str) -> str:
-    return f"zarr_checksums/{zarr_id}/"
+    return f"{CHECKSUMS_ROOT}{zarr_id}/"
 
 
 def shards_prefix(zarr_id: uuid.UUID | str) -> str:

@@ -15,6 +15,7 @@ from dandizarr.checksums import DirectoryListing, TreeSummary, compute_tree
 from dandizarr.objectstore import ListingOrderError, ObjectInfo, ObjectStore
 from dandizarr.sharding.archive_packing import MemberRecord, verify_members
 from dandizarr_server.zarr_api.exceptions import Conflict
+from dandizarr_server.zarr_api.keys import ARCHIVE_ROOTS
 from dandizarr_server.zarr_api.models import Batch, Shard, ShardMember, ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree
 from dandizarr_server.zarr_api.selectors.shard_members import live_members
@@ -56,8 +57,9 @@ class AuditReport:
         )
 
 
-def archive_audit(archive: ZarrArchive) -> AuditReport:
-    """Recompute the whole tree from a storage listing, rewrite what differs, report drift.
+def archive_audit(archive: ZarrArchive, *, repair: bool = True) -> AuditReport:
+    """Recompute the whole tree from a storage listing, rewrite what differs, report drift;
+    with ``repair=False`` report only, changing nothing (after restoring a backup, say).
 
     Streams the listing when storage lists in byte order (else sorts it in memory); each
     directory's .checksum is compared as soon as it is finished, and the ones that differ are
@@ -92,13 +94,26 @@ def archive_audit(archive: ZarrArchive) -> AuditReport:
         except ListingOrderError:
             # ...and a server that lists otherwise (SeaweedFS) has its listing sorted here.
             recomputed = _recompute(tree, prefix, store.list_sorted(prefix), members)
-        tree.write_many(recomputed.rewrites)
+        if repair:
+            tree.write_many(recomputed.rewrites)
         report.directories_rewritten = list(recomputed.rewrites)
         seen, summary = recomputed.seen, recomputed.summary
         if members is not None:
             report.corrupted_members = members.corrupted
             report.stale_loose_copies_deleted = recomputed.stale_loose_copies
             report.orphan_shards_deleted = members.orphan_shards
+        stale = [
+            directory
+            for info in store.list(locked.checksum_prefix)
+            if (directory := posixpath.dirname(info.key[len(locked.checksum_prefix) :])) not in seen
+            or (directory == "" and summary.count == 0)
+        ]
+        report.stale_checksum_files_deleted = stale
+        report.checksum_after = summary.digest
+        report.file_count = summary.count
+        report.size = summary.size
+        if not repair:
+            return report
         store.delete_many(prefix + p for p in report.stale_loose_copies_deleted)
         store.delete_many(report.orphan_shards_deleted)
         for bad in report.corrupted_members:
@@ -107,16 +122,7 @@ def archive_audit(archive: ZarrArchive) -> AuditReport:
                 rows.update(md5=bad["actual"])  # storage is the truth, as for loose files
             else:
                 rows.delete()  # its bytes are gone
-        stale = []
-        for info in store.list(locked.checksum_prefix):
-            directory = posixpath.dirname(info.key[len(locked.checksum_prefix) :])
-            if directory not in seen or (directory == "" and summary.count == 0):
-                stale.append(directory)
         tree.delete_many(stale)
-        report.stale_checksum_files_deleted = stale
-        report.checksum_after = summary.digest
-        report.file_count = summary.count
-        report.size = summary.size
         now = timezone.now()
         ZarrArchive.objects.filter(pk=locked.pk).update(
             checksum=summary.digest, file_count=summary.count, size=summary.size, modified=now
@@ -218,3 +224,17 @@ def _actual_md5s(store: ObjectStore, key: str, members: Sequence[MemberRecord]) 
         )
     }
     return {m.path: bad.get(m.path, m.md5) for m in members}
+
+
+def unreferenced_archives(known: set[str]) -> dict[str, int]:
+    """Archives storage holds that the database does not know (a backup restored from before
+    they were made, a write behind the service): zarr id -> objects under its prefixes. Lists
+    every key of the three layouts' prefixes: an audit's cost, once."""
+    store = get_store()
+    found: dict[str, int] = {}
+    for top in ARCHIVE_ROOTS:
+        for info in store.list(top):
+            zarr_id = info.key[len(top) :].split("/", 1)[0]
+            if zarr_id and zarr_id not in known:
+                found[zarr_id] = found.get(zarr_id, 0) + 1
+    return found

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dandizarr_server.zarr_api.exceptions import DomainError
 from dandizarr_server.zarr_api.models import ZarrArchive
-from dandizarr_server.zarr_api.services.audit import archive_audit
+from dandizarr_server.zarr_api.services.audit import archive_audit, unreferenced_archives
 
 
 class Command(BaseCommand):
@@ -16,6 +16,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("zarr_ids", nargs="*", help="archives to audit (default: all)")
+        parser.add_argument(
+            "--report-only",
+            action="store_true",
+            help="change nothing: report drift and the archives storage holds that the "
+            "database does not know (after restoring a backup)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         archives = ZarrArchive.objects.order_by("pk")
@@ -26,14 +32,15 @@ class Command(BaseCommand):
         drifted = 0
         for archive in archives:
             try:
-                report = archive_audit(archive)
+                report = archive_audit(archive, repair=not options["report_only"])
             except DomainError as error:
                 self.stderr.write(f"{archive.zarr_id}: skipped: {error.message}")
                 continue
             if report.drift:
                 drifted += 1
+                done = "found (nothing changed)" if options["report_only"] else "repaired"
                 self.stdout.write(
-                    f"{archive.zarr_id}: DRIFT repaired: {report.checksum_before} -> "
+                    f"{archive.zarr_id}: DRIFT {done}: {report.checksum_before} -> "
                     f"{report.checksum_after}; rewrote {len(report.directories_rewritten)}, "
                     f"deleted {len(report.stale_checksum_files_deleted)} stale .checksum file(s); "
                     f"corrupted members: {[c['path'] for c in report.corrupted_members]}; "
@@ -43,3 +50,11 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(f"{archive.zarr_id}: ok {report.checksum_after}")
         self.stdout.write(f"{drifted} archive(s) had drift")
+        if not options["zarr_ids"]:
+            known = {str(z) for z in ZarrArchive.objects.values_list("zarr_id", flat=True)}
+            unreferenced = unreferenced_archives(known)
+            for zarr_id, count in sorted(unreferenced.items()):
+                self.stdout.write(
+                    f"{zarr_id}: UNREFERENCED: {count} object(s) no archive row knows"
+                )
+            self.stdout.write(f"{len(unreferenced)} unreferenced archive(s) in storage")
