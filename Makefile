@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test test-fast lint bench bench-tools check-client-install clean dandi-venvs
+.PHONY: install serve test test-fast lint bench bench-tools check-client-install clean dandi-venvs compose-schema
 
 # The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
 # tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
@@ -31,6 +31,17 @@ $(DANDI48_VENV)/.installed:
 
 dandi-venvs: $(DANDI_VENV)/.installed $(DANDI48_VENV)/.installed
 
+# The Compose file's JSON schema (compose-spec), as Docker's own docker-compose 1.29.2 wheel ships
+# it: tests/dandizarr/test_compose_env.py validates docker-compose.yml against it (jsonschema).
+COMPOSE_SCHEMA := .venv-compose-schema
+
+$(COMPOSE_SCHEMA)/.installed:
+	mkdir -p $(COMPOSE_SCHEMA)
+	$(PYTHON) -m pip download --quiet --no-deps docker-compose==1.29.2 -d $(COMPOSE_SCHEMA)
+	touch $@
+
+compose-schema: $(COMPOSE_SCHEMA)/.installed
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -42,7 +53,7 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/dandizarr serve
 
-test: $(STAMP) dandi-venvs
+test: $(STAMP) dandi-venvs compose-schema
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
 	DANDIZARR_TEST_REDIS_URL=$${DANDIZARR_TEST_REDIS_URL:-$(TEST_REDIS_URL)} \
 	$(BIN)/pytest $(ARGS)
@@ -103,4 +114,4 @@ check-client-install:
 	echo "client install: ok"
 
 clean:
-	rm -rf $(VENV) $(DANDI_VENV) $(DANDI48_VENV) $(BENCH_TOOLS_VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DANDI_VENV) $(DANDI48_VENV) $(BENCH_TOOLS_VENV) $(COMPOSE_SCHEMA) var .pytest_cache .mypy_cache .ruff_cache

@@ -162,3 +162,34 @@ def test_every_image_is_pinned() -> None:
         repository, _, tag = image.rpartition(":")
         assert repository and tag and tag != "latest", (name, image)
         assert any(ch.isdigit() for ch in tag), (name, image)
+
+
+def _compose_spec() -> dict[str, Any]:
+    """The compose-spec JSON schema from Docker's docker-compose wheel (make compose-schema)."""
+    import zipfile
+
+    wheels = sorted((REPO / ".venv-compose-schema").glob("docker_compose-*.whl"))
+    if not wheels:
+        message = "the compose-spec schema is missing: run `make compose-schema` (make test does)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    with zipfile.ZipFile(wheels[-1]) as wheel:
+        schema: dict[str, Any] = json.loads(wheel.read("compose/config/compose_spec.json"))
+    return schema
+
+
+def test_the_file_is_valid_compose() -> None:
+    import copy
+
+    import jsonschema
+
+    schema = _compose_spec()
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    compose = load_compose()
+    errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(compose)]
+    assert errors == []
+    broken = copy.deepcopy(compose)
+    broken["services"]["web"]["healthcheck"]["retries"] = "thirty"
+    broken["services"]["worker"]["depends_on"]["web"]["condition"] = "service_happy"
+    assert len(list(validator.iter_errors(broken))) == 2  # the validator does validate
