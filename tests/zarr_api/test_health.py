@@ -26,3 +26,20 @@ def test_readyz_names_what_is_down(transactional_db: None, settings: Any, s3_sto
     detail = down.json()["detail"]
     assert detail.startswith("not ready: ")
     assert "storage:" in detail and "broker:" in detail and "database:" not in detail
+
+
+def test_every_answer_names_its_request(transactional_db: None) -> None:
+    """X-Request-ID: a proxy's kept when it looks like an id, else a new one, on every answer
+    (errors too); the same id is on the request's log events (dandizarr_server.request_ids)."""
+    import structlog
+
+    with structlog.testing.capture_logs([structlog.contextvars.merge_contextvars]) as events:
+        kept = Client().get("/api/info/", HTTP_X_REQUEST_ID="proxy-42.a:b")
+    assert kept["X-Request-ID"] == "proxy-42.a:b"
+    assert {e.get("request_id") for e in events if e["event"].startswith("request_")} == {
+        "proxy-42.a:b"
+    }
+    fresh = Client().get("/api/info/", HTTP_X_REQUEST_ID="not an id <script>")
+    assert fresh["X-Request-ID"] != "not an id <script>" and len(fresh["X-Request-ID"]) == 36
+    missing = Client().get("/api/zarr/not-a-uuid/")
+    assert missing.status_code == 404 and missing["X-Request-ID"]
