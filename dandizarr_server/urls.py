@@ -12,7 +12,13 @@ urlpatterns = [
     path("metrics", health.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="docs"),
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(
+            url_name="schema", template_name="dandizarr/swagger_ui.html"
+        ),
+        name="docs",
+    ),
     path("", include("dandizarr_server.zarr_api.pages.urls")),
     path("", include("dandizarr_server.zarr_api.reads_urls")),
     path("", include("dandizarr_server.zarr_api.urls")),
