@@ -121,6 +121,11 @@ class SeaweedS3:
                 "-s3.port.iceberg=0",
                 "-s3.port.lance=0",
                 "-master.telemetry=false",
+                # Every test bucket is a collection with volumes of its own; the default count
+                # (free disk / volume size, 59 on a fuller disk) ran out late in a full run
+                # ("No writable volumes and no free volumes left"): volumes are not
+                # preallocated, so a high count costs nothing until written.
+                "-volume.max=2000",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
