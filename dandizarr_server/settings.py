@@ -9,67 +9,35 @@ Production sets ``DATABASE_URL`` (PostgreSQL), ``CELERY_BROKER_URL`` (Redis) and
 from __future__ import annotations
 
 import ipaddress
-import os
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
 import django_stubs_ext
-import structlog
 
 from dandizarr import __version__
 from dandizarr_server.embedded import EMBEDDED_VARIABLE, SECRET_KEY_VARIABLE, secret_key
+from dandizarr_server.environment import (
+    env,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+)
+from dandizarr_server.logging_config import structured_logging
+from dandizarr_server.periodic_tasks import beat_schedule
 
 # Lets admin.ModelAdmin[Model] and friends be subscripted at run time, as the type stubs do.
 django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-# Every variable the settings read, so a test can check that deployment files set no
-# variable that is silently ignored.
-ENVIRONMENT_VARIABLES_READ: set[str] = set()
-
-
-def env(name: str, default: str | None = None) -> str | None:
-    ENVIRONMENT_VARIABLES_READ.add(name)
-    value = os.environ.get(name)
-    return default if value is None or value == "" else value
-
-
-def env_str(name: str, default: str) -> str:
-    value = env(name, default)
-    assert value is not None
-    return value
-
-
-def env_int(name: str, default: int) -> int:
-    raw = env(name)
-    if raw is None:
-        return default
-    try:
-        return int(raw)
-    except ValueError as error:
-        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from error
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = env(name)
-    if raw is None:
-        return default
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
-
-
 DATA_DIR = Path(env_str("DANDIZARR_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 
 DEBUG = env_bool("DANDIZARR_DEBUG", False)
-# Never a constant (dandizarr_server/embedded.py): the environment's, `dandizarr serve`'s own kept
-# in
-# the data directory, or else one of this process alone (which wsgi and Celery refuse).
+# Never a constant (dandizarr_server/embedded.py): the environment's, `dandizarr serve`'s own
+# kept in the data directory, or else one of this process alone (which wsgi and Celery refuse).
 EMBEDDED = env_bool(EMBEDDED_VARIABLE, False)
 SECRET_KEY, SECRET_KEY_SOURCE = secret_key(env(SECRET_KEY_VARIABLE), EMBEDDED, DATA_DIR)
 
@@ -307,9 +275,8 @@ SPECTACULAR_SETTINGS = {
 DANDIZARR_VERSION = __version__
 
 # Django's cache: the expensive reads' rate counts (dandizarr_server.zarr_api.throttles), cached
-# previews. One
-# process's memory by default (`dandizarr serve` is one process); several web workers share
-# counts only through a shared cache: DANDIZARR_CACHE_URL=redis://host:6379/1.
+# previews. One process's memory by default (`dandizarr serve` is one process); several web
+# workers share counts only through a shared cache: DANDIZARR_CACHE_URL=redis://host:6379/1.
 _CACHE_URL = env("DANDIZARR_CACHE_URL")
 if _CACHE_URL:
     CACHES = {
@@ -408,28 +375,11 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("DANDIZARR_CELERY_VISIBILITY_TIMEOUT", 300),
 }
-CELERY_BEAT_SCHEDULE = {
-    "cancel-stale-batches": {
-        "task": "dandizarr_server.zarr_api.tasks.cancel_stale_batches",
-        "schedule": float(DANDIZARR_STALE_SWEEP_INTERVAL_SECONDS),
-    },
-    "resume-stalled-tree-updates": {
-        "task": "dandizarr_server.zarr_api.tasks.resume_stalled_tree_updates",
-        "schedule": float(DANDIZARR_RESUME_INTERVAL_SECONDS),
-    },
-    "finish-batch-ends": {
-        "task": "dandizarr_server.zarr_api.tasks.finish_batch_ends",
-        "schedule": 60.0,
-    },
-    "finish-unembargoes": {
-        "task": "dandizarr_server.zarr_api.tasks.finish_unembargoes",
-        "schedule": 60.0,
-    },
-    "reconcile-due-batches": {
-        "task": "dandizarr_server.zarr_api.tasks.reconcile_due_batches",
-        "schedule": float(DANDIZARR_RECONCILE_SWEEP_SECONDS),
-    },
-}
+CELERY_BEAT_SCHEDULE = beat_schedule(
+    stale_sweep_seconds=DANDIZARR_STALE_SWEEP_INTERVAL_SECONDS,
+    resume_seconds=DANDIZARR_RESUME_INTERVAL_SECONDS,
+    reconcile_seconds=DANDIZARR_RECONCILE_SWEEP_SECONDS,
+)
 
 # --- Logs --------------------------------------------------------------------------------------
 # One event per request and per task (django-structlog), as JSON lines in production; `dandizarr
@@ -440,42 +390,6 @@ if LOG_FORMAT not in {"json", "console"}:
     raise ValueError(f"DANDIZARR_LOG_FORMAT must be 'json' or 'console', got {LOG_FORMAT!r}")
 DJANGO_STRUCTLOG_CELERY_ENABLED = True
 DJANGO_STRUCTLOG_TRUST_UPSTREAM_REQUEST_ID = True
-_STRUCTLOG_CHAIN: list[structlog.typing.Processor] = [
-    structlog.contextvars.merge_contextvars,
-    structlog.stdlib.add_logger_name,
-    structlog.stdlib.add_log_level,
-    structlog.processors.TimeStamper(fmt="iso"),
-]
-structlog.configure(
-    processors=[
-        structlog.stdlib.filter_by_level,
-        *_STRUCTLOG_CHAIN,
-        structlog.stdlib.PositionalArgumentsFormatter(),
-        structlog.processors.StackInfoRenderer(),
-        structlog.processors.format_exc_info,
-        structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
-    ],
-    logger_factory=structlog.stdlib.LoggerFactory(),
-    cache_logger_on_first_use=True,
-)
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "structured": {
-            "()": structlog.stdlib.ProcessorFormatter,
-            "processor": (
-                structlog.processors.JSONRenderer()
-                if LOG_FORMAT == "json"
-                else structlog.dev.ConsoleRenderer(colors=False)
-            ),
-            # Plain logging calls (ours, Django's, Celery's) get the same fields.
-            "foreign_pre_chain": _STRUCTLOG_CHAIN,
-        }
-    },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
-    "root": {"handlers": ["console"], "level": env_str("DANDIZARR_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}, "botocore": {"level": "WARNING"}},
-}
+LOGGING = structured_logging(LOG_FORMAT, env_str("DANDIZARR_LOG_LEVEL", "INFO"))
 # Celery workers log through the configuration above, not a handler of their own.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

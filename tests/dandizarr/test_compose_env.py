@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from dandizarr_server.environment import ENVIRONMENT_VARIABLES_READ
+
 REPO = Path(__file__).resolve().parents[2]
 DANDIZARR_SERVICES = ["web", "worker", "beat"]
 
@@ -40,11 +42,11 @@ def variables_not_read(names: Iterable[str], read: set[str]) -> list[str]:
 
 
 def settings_variables_read() -> set[str]:
+    """The variables the settings read (recorded by dandizarr_server.environment as they load)."""
     from django.conf import settings
 
-    module = importlib.import_module(settings.SETTINGS_MODULE)
-    read: set[str] = module.ENVIRONMENT_VARIABLES_READ
-    return read
+    importlib.import_module(settings.SETTINGS_MODULE)
+    return set(ENVIRONMENT_VARIABLES_READ)
 
 
 _INTERPOLATION = re.compile(r"\$\$|\$\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
