@@ -76,15 +76,14 @@ def run(host: str, port: int) -> None:
     """Serve the project at ``host:port`` until SIGINT (Ctrl-C) or SIGTERM.
 
     One worker process with threads: SQLite's write lock, the inline tasks and the listing
-    cache all live in one process, as under the development server. Static files (the admin's,
-    the pages', Swagger UI's) are served by this process from the installed apps.
+    cache all live in one process, as under the development server. Static files come from
+    WhiteNoise's middleware, as under gunicorn in production.
     """
-    from django.contrib.staticfiles.handlers import StaticFilesHandler
     from django.core.wsgi import get_wsgi_application
     from django.db import connections
 
     limit_malloc_arenas()
-    application = StaticFilesHandler(get_wsgi_application())
+    application = get_wsgi_application()
     connections.close_all()  # the worker is forked: it opens its own
     EmbeddedServer(
         application,

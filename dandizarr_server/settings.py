@@ -98,6 +98,9 @@ MIDDLEWARE = [
     # Requests by view and status, with latencies (django-prometheus): first and last.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files, found in the installed apps (no collectstatic step): gunicorn under compose
+    # serves the admin's, the pages' and Swagger UI's files as `dandizarr serve` does.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -227,7 +230,7 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
+WHITENOISE_USE_FINDERS = True
 # Upload bodies for the local backend's presigned PUT endpoint are streamed, not buffered.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 32 * 1024 * 1024
 

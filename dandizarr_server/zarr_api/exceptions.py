@@ -7,6 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError as DatabaseInterfaceError
 from django.db import OperationalError as DatabaseOperationalError
@@ -102,8 +103,6 @@ def unavailable_service(exc: BaseException) -> str | None:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, RequestDataTooBig):
-        from django.conf import settings
-
         exc = BodyTooLarge(
             f"the body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, the most "
             "this service reads"

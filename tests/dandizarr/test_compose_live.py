@@ -155,6 +155,15 @@ def test_compose_services_run_natively(compose: Compose, tmp_path: Path) -> None
             ready = requests.get(f"{url}/readyz", timeout=10)
         assert ready.status_code == 200, ready.text
         assert requests.get(f"{url}/healthz", timeout=10).json() == {"status": "ok"}
+        # The pages' and the admin's static files, from gunicorn itself (WhiteNoise).
+        for path in (
+            "admin/css/base.css",
+            "dandizarr/style.css",
+            "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js",
+        ):
+            static = requests.get(f"{url}/static/{path}", timeout=10)
+            assert static.status_code == 200, path
+            assert static.headers["Content-Type"].split(";")[0] in {"text/css", "text/javascript"}
 
         token = (tmp_path / "data" / "admin-token").read_text().strip()
         source = tmp_path / "scan.zarr"

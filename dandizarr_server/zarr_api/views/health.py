@@ -16,6 +16,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 from django_prometheus.exports import ExportToDjangoView
+from kombu import Connection
 
 from dandizarr_server.zarr_api.storage import get_store
 
@@ -35,8 +36,6 @@ def _database() -> None:
 def _broker() -> None:
     if not settings.CELERY_BROKER_URL:
         return  # no broker: tasks run in this process (dandizarr serve)
-    from kombu import Connection
-
     with Connection(settings.CELERY_BROKER_URL, connect_timeout=READY_TIMEOUT_SECONDS) as broker:
         broker.ensure_connection(max_retries=1)
 
