@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from dandizarr.checksums import is_md5
+from dandizarr.objectstore.versions import ObjectVersion
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -371,6 +372,36 @@ class ObjectStore(abc.ABC):
         clients that send that header and no md5. Storage checks no digest on these: whoever
         hands them out must verify what was stored."""
         raise NotImplementedError(f"{type(self).__name__} signs no ACL upload URLs")
+
+    # --- versions (dandizarr.objectstore.versions) ----------------------------------------------
+
+    @abc.abstractmethod
+    def enable_versioning(self) -> None:
+        """Keep every overwritten or deleted object as a noncurrent version from now on."""
+
+    @abc.abstractmethod
+    def versioning_enabled(self) -> bool: ...
+
+    @abc.abstractmethod
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        """Every version below ``prefix``: keys in order, each key's versions newest first."""
+
+    @abc.abstractmethod
+    def get_version_range(self, key: str, version_id: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of one version of ``key`` (ObjectNotFound when it is gone)."""
+
+    @abc.abstractmethod
+    def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
+        """Delete ``(key, version_id)`` pairs for good (absent ones are fine)."""
+
+    def find_version(self, key: str, etag: str | None) -> ObjectVersion | None:
+        """The newest version of ``key`` whose ETag is ``etag`` (any, when None) that is not a
+        delete marker: how a reader finds replaced bytes by their md5."""
+        for version in self.list_versions(key):
+            wanted = etag is None or version.etag == etag
+            if version.key == key and not version.delete_marker and wanted:
+                return version
+        return None
 
     @abc.abstractmethod
     def presigned_get_url(self, key: str, *, expires_in: int) -> str:

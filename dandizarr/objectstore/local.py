@@ -46,6 +46,8 @@ from dandizarr.objectstore.local_files import (
     trusted_meta,
 )
 from dandizarr.objectstore.local_listing import walk_keys
+from dandizarr.objectstore.local_versions import RetainedVersions
+from dandizarr.objectstore.versions import ObjectVersion
 
 __all__ = ["TEMP_PREFIX", "BadDigest", "InvalidKey", "LocalObjectStore", "resolve_range"]
 
@@ -66,6 +68,10 @@ class LocalObjectStore(ObjectStore):
         # Flush each object to disk before publishing it (a power loss then never exposes an
         # empty file under the new name). Tests may turn it off for speed.
         self.fsync = fsync
+        # Replaced objects, once versioning is enabled (dandizarr.objectstore.local_versions).
+        self.retained = RetainedVersions(
+            self.root.with_name(self.root.name + ".versions"), self.root
+        )
 
     def __repr__(self) -> str:
         return f"LocalObjectStore(root={str(self.root)!r}, public_url={self.public_url!r})"
@@ -93,7 +99,14 @@ class LocalObjectStore(ObjectStore):
         if expected_md5 is not None:
             expected_md5 = check_md5_hex(expected_md5)
         path = self.path_of(key)
-        return publish(stage(key, path, chunks, expected_md5, content_type, flush=self.fsync))
+        staged = stage(key, path, chunks, expected_md5, content_type, flush=self.fsync)
+        return self._publish_retaining(staged)
+
+    def _publish_retaining(self, staged: Staged, *, sidecar: bool = True) -> ObjectInfo:
+        kept = self.retained.retain(staged.key, staged.path)
+        info = publish(staged, sidecar=sidecar)
+        self.retained.replaced(kept)
+        return info
 
     def put_stream_if(
         self,
@@ -112,7 +125,7 @@ class LocalObjectStore(ObjectStore):
             expected_md5 = check_md5_hex(expected_md5)
         staged = stage(key, self.path_of(key), chunks, expected_md5, content_type, flush=self.fsync)
         try:
-            return admit(lambda: publish(staged))
+            return admit(lambda: self._publish_retaining(staged))
         finally:
             Path(staged.tmp).unlink(missing_ok=True)
 
@@ -133,6 +146,8 @@ class LocalObjectStore(ObjectStore):
             for key, data in items.items():
                 staged.append(stage(key, self.path_of(key), [data], None, None, flush=False))
             flush_filesystem(self.root)
+            # Not kept as versions: bulk writes are .checksum listings, which archive versions
+            # never read (dandizarr_server.zarr_api.selectors.version_trees).
             for item in staged:
                 publish(item, sidecar=False)
             staged.clear()
@@ -144,12 +159,14 @@ class LocalObjectStore(ObjectStore):
     def delete_many(self, keys: Iterable[str]) -> None:
         for key in keys:
             path = self.path_of(key)
+            kept = self.retained.retain(key, path)
             try:
                 path.unlink()
             except (FileNotFoundError, NotADirectoryError):
                 pass
             except IsADirectoryError:
                 continue  # a "directory" key has no object
+            self.retained.replaced(kept)
             meta_path(path).unlink(missing_ok=True)
             self._prune(path.parent)
 
@@ -258,6 +275,33 @@ class LocalObjectStore(ObjectStore):
                 continue  # a file this store did not write (e.g. a name too long)
             if info is not None:  # deleted since the scan
                 yield info
+
+    # --- versions (dandizarr.objectstore.local_versions) -----------------------------------------
+
+    def enable_versioning(self) -> None:
+        self.retained.enable()
+
+    def versioning_enabled(self) -> bool:
+        return self.retained.enabled
+
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        return self.retained.versions(prefix, self.list(prefix))
+
+    def get_version_range(self, key: str, version_id: str, start: int, end: int) -> bytes:
+        validate_range(start, end)
+        try:
+            handle, info, _type = self.open_object(key)
+        except ObjectNotFound:
+            handle, info = None, None
+        if handle is None or info is None or info.etag != version_id:
+            if handle is not None:
+                handle.close()
+            handle = self.retained.open(key, version_id)
+        with handle:
+            return os.pread(handle.fileno(), end - start, start)
+
+    def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
+        self.retained.delete(versions)
 
     # --- presigned URLs -------------------------------------------------------------------------
 

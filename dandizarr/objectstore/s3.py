@@ -13,7 +13,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from botocore.httpsession import URLLib3Session
 
-from dandizarr.objectstore import s3_puts, sigv4
+from dandizarr.objectstore import s3_puts, s3_versions, sigv4
 from dandizarr.objectstore.base import (
     DELETE_BATCH_SIZE,
     InvalidRange,
@@ -29,6 +29,7 @@ from dandizarr.objectstore.base import (
 )
 from dandizarr.objectstore.s3_listing import use_fast_listing
 from dandizarr.objectstore.user_bytes import S3_GET_OVERRIDES
+from dandizarr.objectstore.versions import ObjectVersion, with_replacement_times
 
 # botocore's names of S3_GET_OVERRIDES (get_object's parameters).
 GET_OVERRIDE_PARAMS = {
@@ -290,6 +291,27 @@ class S3ObjectStore(ObjectStore):
             # The continuation token supersedes StartAfter on the following pages.
             params.pop("StartAfter", None)
             params["ContinuationToken"] = response["NextContinuationToken"]
+
+    # --- versions (dandizarr.objectstore.s3_versions) --------------------------------------------
+
+    def enable_versioning(self) -> None:
+        s3_versions.enable(self.client, self.bucket)
+
+    def versioning_enabled(self) -> bool:
+        return s3_versions.enabled(self.client, self.bucket)
+
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        return with_replacement_times(s3_versions.raw_versions(self.client, self.bucket, prefix))
+
+    def get_version_range(self, key: str, version_id: str, start: int, end: int) -> bytes:
+        validate_range(start, end)
+        try:
+            return s3_versions.get_range(self.client, self.bucket, key, version_id, start, end)
+        except ClientError as error:
+            raise self._translate(error, key) from error
+
+    def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
+        s3_versions.delete(self.client, self.bucket, versions)
 
     # --- presigned URLs -------------------------------------------------------------------------
 

@@ -71,17 +71,17 @@ class ZarrArchiveAdmin(admin.ModelAdmin[ZarrArchive]):
         "file_count",
         "size",
         "layout",
-        "frozen",
+        "generation",
         "drift_count",
     ]
-    list_filter = ["frozen"]
+    list_filter = ["layout"]
     search_fields = ["zarr_id", "name"]
     readonly_fields = [
         "zarr_id",
         "checksum",
         "file_count",
         "size",
-        "frozen",
+        "generation",
         "upload_urls_valid_until",
         "drift_count",
         "last_drift_at",

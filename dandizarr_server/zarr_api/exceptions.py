@@ -55,6 +55,12 @@ class Forbidden(DomainError):
     status_code = status.HTTP_403_FORBIDDEN
 
 
+class ServiceUnavailable(DomainError):
+    """503: try again shortly (``Retry-After``)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+
+
 class BodyTooLarge(DomainError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
 

@@ -84,8 +84,10 @@ class ZarrArchive(models.Model):
     checksum = models.CharField(max_length=64, default=EMPTY_DIGEST)
     file_count = models.BigIntegerField(default=0)
     size = models.BigIntegerField(default=0)
-    # Set once a published version contains the archive; never unset.
-    frozen = models.BooleanField(default=False)
+    # The generation the draft's changes belong to: publishing makes it an ArchiveVersion and
+    # starts the next. Changes record what they replace only from generation 2 on
+    # (FileHistory): before the first publish no version holds anything.
+    generation = models.BigIntegerField(default=1)
     layout = models.CharField(max_length=16, choices=Layout.choices, default=Layout.LOOSE)
     # A conversion into shards (POST pack/) is running; uploads wait for it.
     packing = models.BooleanField(default=False)
@@ -99,6 +101,10 @@ class ZarrArchive(models.Model):
     last_drift = models.TextField(blank=True, default="")
     created = models.DateTimeField(auto_now_add=True)
     modified = models.DateTimeField(auto_now=True)
+
+    # Not a column: the version this instance reads (None: the draft). Set by the read lookups
+    # (selectors.lookups.archive_get) for a version's id; services refuse to change it.
+    as_of: ArchiveVersion | None = None
 
     class Meta:
         ordering = ["id"]
@@ -269,11 +275,73 @@ class BatchFile(models.Model):
         constraints = [models.UniqueConstraint(fields=["batch", "path"], name="unique_batch_path")]
 
 
+class ArchiveVersion(models.Model):
+    """An immutable version of an archive, made by publishing its dandiset (docs/versions.md):
+    the draft as it was at the end of ``generation``. It owns no objects: it shares them with the
+    draft and other versions, and FileHistory says where the draft has moved on."""
+
+    archive = models.ForeignKey(ZarrArchive, on_delete=models.PROTECT, related_name="versions")
+    # 1, 2, ... per archive.
+    number = models.IntegerField()
+    generation = models.BigIntegerField()
+    # The id a DANDI client reads this version by (a published asset's ``zarr``): the
+    # ``/api/zarr/{id}/`` and ``/zarr/{id}/`` routes serve the version under it.
+    version_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    checksum = models.CharField(max_length=64)
+    file_count = models.BigIntegerField()
+    size = models.BigIntegerField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["archive_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["archive", "number"], name="unique_archive_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"version {self.number} of {self.archive_id}"
+
+
+class FileHistory(models.Model):
+    """What a file was up to the end of generation ``until_generation``, recorded when a change
+    of a later generation replaced it: only what changed after a publish costs a row. A version
+    of generation g reads ``path`` from the row with the smallest ``until_generation >= g``;
+    without one, the file is what the draft has now."""
+
+    archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="history")
+    path = models.TextField()
+    until_generation = models.BigIntegerField()
+    # False: there was no such file.
+    present = models.BooleanField()
+    md5 = models.CharField(max_length=32, blank=True, default="")
+    size = models.BigIntegerField(default=0)
+    # Where its bytes were: a loose object (found among the key's versions by md5) or a range of
+    # a shard object (immutable).
+    key = models.TextField(blank=True, default="")
+    offset = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["archive", "path", "until_generation"], name="unique_file_history"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["archive", "until_generation"]),
+            models.Index(fields=["key"]),
+        ]
+
+
 class Asset(models.Model):
     asset_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="assets")
     path = models.CharField(max_length=512)
     zarr = models.ForeignKey(ZarrArchive, on_delete=models.PROTECT, related_name="assets")
+    # A published version's asset: the archive version it holds (the draft's: None).
+    archive_version = models.ForeignKey(
+        ArchiveVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="assets"
+    )
     metadata = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     modified = models.DateTimeField(auto_now=True)

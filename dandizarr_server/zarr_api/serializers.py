@@ -17,6 +17,7 @@ from dandizarr_server.zarr_api.models import (
     ZarrArchive,
 )
 from dandizarr_server.zarr_api.selectors.archive_state import archive_state
+from dandizarr_server.zarr_api.selectors.archive_versions import archive_version_summary
 from dandizarr_server.zarr_api.selectors.dandi import (
     asset_metadata,
     dandiset_summary,
@@ -63,6 +64,7 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
     shard_count = serializers.SerializerMethodField()
     page_url = serializers.SerializerMethodField()
     status = serializers.SerializerMethodField()
+    version_count = serializers.SerializerMethodField()
 
     class Meta:
         model = ZarrArchive
@@ -78,7 +80,8 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
             "file_count",
             "size",
             "upload_in_progress",
-            "frozen",
+            "generation",
+            "version_count",
             "layout",
             "packing",
             "shard_count",
@@ -94,6 +97,22 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
     def get_page_url(self, archive: ZarrArchive) -> str:
         """The archive's page for people (tree browser, arrays, previews)."""
         return settings.PUBLIC_URL + reverse("page-archive", args=[archive.zarr_id])
+
+    def to_representation(self, instance: ZarrArchive) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_representation(instance)
+        if (version := instance.as_of) is not None:
+            # Read as of a published version: its figures, and which version it is.
+            data.update(
+                checksum=version.checksum,
+                file_count=version.file_count,
+                size=version.size,
+                version=archive_version_summary(version),
+            )
+        return data
+
+    def get_version_count(self, archive: ZarrArchive) -> int:
+        """Published versions (GET versions/ lists them)."""
+        return archive.generation - 1
 
     def get_status(self, archive: ZarrArchive) -> str:
         return archive_state(archive).dandi_status
@@ -121,12 +140,12 @@ class ArchiveCreateSerializer(serializers.Serializer[Any]):
 
 
 class AssetSerializer(serializers.ModelSerializer[Asset]):
-    zarr_id = serializers.UUIDField(source="zarr.zarr_id", read_only=True)
+    zarr_id = serializers.SerializerMethodField()
     version = serializers.CharField(source="version.version", read_only=True)
     # The DANDI API's fields: the metadata as the server completes it, size, zarr, blob.
     metadata = serializers.SerializerMethodField()
-    size = serializers.IntegerField(source="zarr.size", read_only=True)
-    zarr = serializers.CharField(source="zarr.zarr_id", read_only=True)
+    size = serializers.SerializerMethodField()
+    zarr = serializers.SerializerMethodField()
     blob = serializers.SerializerMethodField()
 
     class Meta:
@@ -146,6 +165,19 @@ class AssetSerializer(serializers.ModelSerializer[Asset]):
 
     def get_metadata(self, asset: Asset) -> dict[str, Any]:
         return asset_metadata(asset)
+
+    def get_zarr_id(self, asset: Asset) -> str:
+        """A published asset's: its archive version's own id (what DANDI clients read it by)."""
+        if asset.archive_version is not None:
+            return str(asset.archive_version.version_id)
+        return str(asset.zarr.zarr_id)
+
+    def get_zarr(self, asset: Asset) -> str:
+        return self.get_zarr_id(asset)
+
+    def get_size(self, asset: Asset) -> int:
+        held = asset.archive_version or asset.zarr
+        return held.size
 
     def get_blob(self, asset: Asset) -> None:
         return None

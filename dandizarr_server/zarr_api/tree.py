@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 from dandizarr.checksums import DirectoryListing, decode_checksum_file, encode_checksum_file
 from dandizarr.checksums.paths import depth
@@ -64,6 +64,15 @@ class StorageChecksumTree:
         if directories:
             self._count(deletes=len(directories))
             self.store.delete_many([checksum_key(self.zarr_id, d) for d in directories])
+
+
+class ListingSource(Protocol):
+    """What reads an archive's listings: a draft's tree (CachedTree) or a version's
+    (dandizarr_server.zarr_api.selectors.version_trees.VersionTree)."""
+
+    def read(self, directory: str) -> DirectoryListing | None: ...
+
+    def read_many(self, directories: Sequence[str]) -> dict[str, DirectoryListing | None]: ...
 
 
 # A cached listing's key: (zarr_id, tree version, directory).

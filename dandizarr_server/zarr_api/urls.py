@@ -3,7 +3,7 @@
 from django.urls import include, path
 
 from dandizarr_server.zarr_api import dandi_urls
-from dandizarr_server.zarr_api.views import archives, dandisets, files
+from dandizarr_server.zarr_api.views import archives, dandisets, files, versions
 
 zarr = "api/zarr/<str:zarr_id>/"
 draft_assets = "api/dandisets/<str:identifier>/versions/<str:version>/assets/"
@@ -39,6 +39,15 @@ urlpatterns = [
     path(zarr + "upload/complete/", archives.UploadCompleteView.as_view(), name="zarr-complete"),
     path(zarr + "pack/", archives.PackView.as_view(), name="zarr-pack"),
     path(zarr + "batches/<str:batch_id>/", archives.BatchDetailView.as_view(), name="zarr-batch"),
+    path(zarr + "versions/", versions.ArchiveVersionsView.as_view(), name="zarr-versions"),
+    path(
+        zarr + "versions/<str:number>/", versions.ArchiveVersionView.as_view(), name="zarr-version"
+    ),
+    path(
+        zarr + "versions/<str:number>/changes/",
+        versions.VersionChangesView.as_view(),
+        name="zarr-version-changes",
+    ),
     # The unambiguous form of browsing, and the spec's form (upload/ and files/ win there).
     path(zarr + "files/<path:path>", files.FilesView.as_view(), name="zarr-file"),
     path(zarr + "<path:path>", files.FilesView.as_view(), name="zarr-path"),

@@ -25,7 +25,7 @@ from dandizarr.sharding.array_metadata import (
 from dandizarr.sharding.codec_registry import pipeline_from_json
 from dandizarr.sharding.codecs.base import ArraySpec
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
-from dandizarr_server.zarr_api.tree import CachedTree
+from dandizarr_server.zarr_api.tree import ListingSource
 
 # How far the archive page looks for arrays: directories read, arrays listed.
 MAX_DIRECTORIES = 200
@@ -228,7 +228,7 @@ def _plane_problem(metadata: ArrayMetadata) -> str | None:
     return None
 
 
-def find_arrays(tree: CachedTree, files: ArchiveFiles) -> list[ArrayInfo]:
+def find_arrays(tree: ListingSource, files: ArchiveFiles) -> list[ArrayInfo]:
     """The arrays of the archive, breadth first through groups and plain directories (an
     array's own directories, its chunks, are never read), at most MAX_ARRAYS of them."""
     found: list[ArrayInfo] = []

@@ -7,39 +7,21 @@ import posixpath
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from dandizarr.checksums import DirectoryListing, FileState
 from dandizarr.checksums.paths import folded
 from dandizarr_server.zarr_api.exceptions import NotFound
 from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
-from dandizarr_server.zarr_api.storage import get_store
-from dandizarr_server.zarr_api.tree import (
-    CachedTree,
-    ListingCache,
-    StorageChecksumTree,
-    tree_version,
-)
+from dandizarr_server.zarr_api.selectors.draft_trees import archive_tree, draft_tree_cached
+from dandizarr_server.zarr_api.selectors.version_trees import VersionTree, version_tree
+from dandizarr_server.zarr_api.tree import CachedTree, ListingSource, StorageChecksumTree
 
 
-def archive_tree(archive: ZarrArchive) -> StorageChecksumTree:
-    return StorageChecksumTree(get_store(), str(archive.zarr_id))
-
-
-# Decoded .checksum listings of this process (web or worker), bounded by entries.
-_listing_cache: ListingCache | None = None
-
-
-def archive_tree_cached(archive: ZarrArchive) -> CachedTree:
-    """The archive's tree as of the row read, listings through this process's cache. Read the
-    row under the archive's TreeLock before a tree update, or under its row lock for the
-    path checks of a batch start."""
-    global _listing_cache
-    if _listing_cache is None:
-        _listing_cache = ListingCache(settings.DANDIZARR_LISTING_CACHE_ENTRIES)
-    return CachedTree(
-        archive_tree(archive), tree_version(archive.modified, archive.checksum), _listing_cache
-    )
+def archive_tree_cached(archive: ZarrArchive) -> CachedTree | VersionTree:
+    """The tree an archive instance reads: its draft's, or the version it was looked up as
+    (``ZarrArchive.as_of``, set by the read lookups)."""
+    if archive.as_of is not None:
+        return version_tree(archive, archive.as_of)
+    return draft_tree_cached(archive)
 
 
 def pending_changes(
@@ -67,7 +49,7 @@ class ArchiveSnapshot:
     Reads each directory's .checksum at most once, all of one call's directories in parallel.
     """
 
-    tree: StorageChecksumTree | CachedTree
+    tree: StorageChecksumTree | ListingSource
     pending: dict[str, FileState | None]
 
     def __post_init__(self) -> None:

@@ -30,6 +30,9 @@ class ArchiveState:
 
 
 def archive_state(archive: ZarrArchive) -> ArchiveState:
+    if archive.as_of is not None:
+        # A published version: complete, and never changing.
+        return ArchiveState(False, False, 0)
     upload_open = getattr(archive, "has_open_batch", None)
     if upload_open is None:
         upload_open = archive.batches.filter(state=Batch.State.OPEN).exists()

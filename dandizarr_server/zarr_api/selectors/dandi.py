@@ -37,7 +37,11 @@ def asset_metadata(asset: Asset) -> dict[str, Any]:
     metadata["identifier"] = str(asset.asset_id)
     digest = dict(metadata.get("digest") or {})
     digest.pop(ZARR_CHECKSUM_DIGEST, None)
-    if archive_state(archive).dandi_status == "Complete":
+    if (held := asset.archive_version) is not None:
+        # A published version's asset: its archive version, for good.
+        digest[ZARR_CHECKSUM_DIGEST] = held.checksum
+        metadata["contentSize"] = held.size
+    elif archive_state(archive).dandi_status == "Complete":
         digest[ZARR_CHECKSUM_DIGEST] = archive.checksum
         metadata["contentSize"] = archive.size
     metadata["digest"] = digest
@@ -51,7 +55,8 @@ def _published(dandiset: Dandiset) -> Version | None:
 def version_summary(version: Version) -> dict[str, Any]:
     """A version as the DANDI API lists it."""
     assets = version.assets.all()
-    totals = assets.aggregate(size=Sum("zarr__size"), modified=Max("modified"))
+    sizes = "zarr__size" if version.is_draft else "archive_version__size"
+    totals = assets.aggregate(size=Sum(sizes), modified=Max("modified"))
     modified: datetime = max(filter(None, [version.created, totals["modified"]]))
     return {
         "version": version.version,

@@ -10,7 +10,8 @@ from dandizarr_server.zarr_api.exceptions import NotFound
 from dandizarr_server.zarr_api.keys import file_key
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree_cached
-from dandizarr_server.zarr_api.selectors.shard_members import member_location
+from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, member_location
+from dandizarr_server.zarr_api.selectors.version_trees import VersionTree
 
 
 @dataclass(frozen=True)
@@ -22,18 +23,39 @@ class StoredBytes:
     offset: int
     size: int
     md5: str
+    # Not the object's current version (an archive version's bytes the draft replaced).
+    version_id: str | None = None
 
 
 def stored_bytes(archive: ZarrArchive, path: str) -> StoredBytes:
     """Where file ``path`` of the applied tree is. A packed file costs one database query and
     no storage request; a loose file also reads its directory's listing (through the
     process's listing cache)."""
+    tree = archive_tree_cached(archive)
+    if isinstance(tree, VersionTree):
+        parent, name = posixpath.split(path)
+        listing = tree.read(parent)
+        entry = listing.files.get(name) if listing is not None else None
+        if entry is None:
+            raise NotFound(
+                f"{path!r} is not a file of version {tree.version.number} of zarr archive "
+                f"{archive.zarr_id}",
+                path=path,
+            )
+        found = tree.locate(path, entry.digest, entry.size)
+        return StoredBytes(found.key, found.offset, found.length, found.md5, found.version_id)
     member = member_location(archive, path)
     if member is not None:
         return StoredBytes(member.key, member.offset, member.length, member.md5)
     parent, name = posixpath.split(path)
-    listing = archive_tree_cached(archive).read(parent)
+    listing = tree.read(parent)
     entry = listing.files.get(name) if listing is not None else None
     if entry is None:
         raise NotFound(f"{path!r} is not a file of zarr archive {archive.zarr_id}", path=path)
     return StoredBytes(file_key(archive.zarr_id, path), 0, entry.size, entry.digest)
+
+
+def file_location(archive: ZarrArchive, path: str) -> MemberLocation:
+    """``stored_bytes`` as a location to read (``iter_member_bytes``)."""
+    found = stored_bytes(archive, path)
+    return MemberLocation(found.key, found.offset, found.size, found.md5, found.version_id)

@@ -12,6 +12,7 @@ from django.utils import timezone
 from dandizarr_server.zarr_api.exceptions import NotFound, SignInRequired
 from dandizarr_server.zarr_api.models import (
     CHANGING_STATES,
+    ArchiveVersion,
     Asset,
     Batch,
     Dandiset,
@@ -49,8 +50,35 @@ def archive_get(zarr_id: str | uuid.UUID, requester: Requester | None) -> ZarrAr
     if parsed is None:
         raise NotFound(f"no zarr archive with zarr_id {zarr_id!r}: zarr ids are UUIDs")
     archive = ZarrArchive.objects.select_related("dandiset").filter(zarr_id=parsed).first()
+    if archive is None:
+        # A version's own id (what a published asset names): the archive, read as of it.
+        version = (
+            ArchiveVersion.objects.select_related("archive__dandiset")
+            .filter(version_id=parsed)
+            .first()
+        )
+        if version is not None:
+            archive = version.archive
+            archive.as_of = version
     if archive is None or not user_can_read(requester, archive.dandiset):
         raise NotFound(f"no zarr archive with zarr_id {zarr_id}")
+    return archive
+
+
+def archive_version_get(
+    zarr_id: str | uuid.UUID, number: str, requester: Requester | None
+) -> ZarrArchive:
+    """The archive read as of its version ``number`` (``/zarr/{zarr_id}/versions/{n}/``)."""
+    archive = archive_get(zarr_id, requester)
+    parsed = parse_row_id(number)
+    version = (
+        ArchiveVersion.objects.filter(archive=archive, number=parsed).first()
+        if parsed is not None and archive.as_of is None
+        else None
+    )
+    if version is None:
+        raise NotFound(f"zarr archive {zarr_id} has no version {number!r}")
+    archive.as_of = version
     return archive
 
 
@@ -136,7 +164,8 @@ def annotated_archive_get(zarr_id: str, requester: Requester | None) -> ZarrArch
     parsed = parse_zarr_id(zarr_id)
     archive = archives_annotated(requester).filter(zarr_id=parsed).first() if parsed else None
     if archive is None:
-        raise NotFound(f"no zarr archive with zarr_id {zarr_id!r}")
+        # A version's id: the archive as of it (archive_get checks who may read it).
+        return archive_get(zarr_id, requester)
     return archive
 
 

@@ -24,7 +24,8 @@ from dandizarr.objectstore.signing import quote_key
 from dandizarr_server.zarr_api.keys import file_key
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import files_below
-from dandizarr_server.zarr_api.selectors.shard_members import member_locations
+from dandizarr_server.zarr_api.selectors.file_bytes import file_location
+from dandizarr_server.zarr_api.selectors.shard_members import iter_member_bytes, member_locations
 from dandizarr_server.zarr_api.storage import get_store
 
 PAGE = 1000
@@ -67,19 +68,49 @@ def _inline(data: bytes) -> str:
     return "base64:" + base64.b64encode(data).decode("ascii")
 
 
-def manifest(archive: ZarrArchive, prefix: str, *, expires_in: int, refresh_url: str) -> Manifest:
+def manifest(
+    archive: ZarrArchive, prefix: str, *, expires_in: int, refresh_url: str, site_url: str = ""
+) -> Manifest:
     """The reference set of every file below ``prefix`` ("" = the whole archive), keys being
-    archive paths."""
+    archive paths. ``site_url``: the service's own URL as the reader reaches it (a version's
+    references point there; default: DANDIZARR_PUBLIC_URL)."""
     public = public_read_url(archive) is not None
     expires = None if public else datetime.now(UTC) + timedelta(seconds=expires_in)
+    version = archive.as_of
     header: dict[str, Any] = {
         "zarr_id": str(archive.zarr_id),
-        "checksum": archive.checksum,
+        "checksum": archive.checksum if version is None else version.checksum,
         "prefix": prefix,
         "expires": expires.isoformat(timespec="seconds") if expires else None,
         "refresh": refresh_url,
     }
+    if version is not None:
+        header.update(version=version.number, version_id=str(version.version_id), expires=None)
+        site = (site_url or settings.PUBLIC_URL).rstrip("/")
+        return Manifest(None, _version_chunks(archive, prefix, header, site))
     return Manifest(expires, _chunks(archive, prefix, expires_in, header))
+
+
+def _version_chunks(
+    archive: ZarrArchive, prefix: str, header: dict[str, Any], site: str
+) -> Iterator[str]:
+    """A version's references point at the service's reads of the version (``/zarr/{version
+    id}/``), which find the bytes wherever the draft left them: URLs that never expire."""
+    assert archive.as_of is not None
+    base = f"{site}/zarr/{archive.as_of.version_id}/"
+    yield f'{{"version": 1, "dandizarr": {json.dumps(header)}, "refs": {{'
+    separator = "\n"
+    for node in files_below(archive, prefix):
+        ref: str | list[str]
+        if node.size == 0:
+            ref = ""
+        elif node.path.rsplit("/", 1)[-1] in INLINE_NAMES and node.size <= INLINE_LIMIT:
+            ref = _inline(b"".join(iter_member_bytes(file_location(archive, node.path))))
+        else:
+            ref = [base + quote_key(node.path)]
+        yield f"{separator}{json.dumps(node.path)}: {json.dumps(ref)}"
+        separator = ",\n"
+    yield "\n}}\n"
 
 
 def _chunks(

@@ -19,6 +19,8 @@ class MemberLocation:
     offset: int
     length: int
     md5: str = ""
+    # A version of the object other than the current one (an archive version's bytes).
+    version_id: str | None = None
 
 
 def member_locations(archive: ZarrArchive, paths: Iterable[str]) -> dict[str, MemberLocation]:
@@ -58,7 +60,10 @@ def iter_member_bytes(location: MemberLocation) -> Iterator[bytes]:
     position = location.offset
     while position < end:
         stop = min(position + STREAM_BLOCK, end)
-        yield store.get_range(location.key, position, stop)
+        if location.version_id is None:
+            yield store.get_range(location.key, position, stop)
+        else:
+            yield store.get_version_range(location.key, location.version_id, position, stop)
         position = stop
 
 

@@ -11,25 +11,23 @@ from __future__ import annotations
 
 from django.db.models import Max
 
-from dandizarr_server.zarr_api.exceptions import Conflict, Forbidden
+from dandizarr_server.zarr_api.exceptions import Conflict
 from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
 
 
 def lock_archive(archive: ZarrArchive) -> ZarrArchive:
+    """The archive's row, locked, for a change of its draft (Conflict for a version)."""
+    if archive.as_of is not None:
+        raise Conflict(
+            f"version {archive.as_of.number} of zarr archive {archive.zarr_id} is published "
+            f"and read-only; change the draft (zarr_id {archive.zarr_id}) instead"
+        )
     return ZarrArchive.objects.select_for_update().select_related("dandiset").get(pk=archive.pk)
 
 
 def lock_tree(archive_pk: int) -> None:
     """Lock the archive's TreeLock row (TreeLock.DoesNotExist: the archive was deleted)."""
     TreeLock.objects.select_for_update().get(archive_id=archive_pk)
-
-
-def require_unfrozen(archive: ZarrArchive) -> None:
-    if archive.frozen:
-        raise Forbidden(
-            f"zarr archive {archive.zarr_id} is frozen: a published version of dandiset "
-            f"{archive.dandiset.identifier} contains it, so it can no longer change"
-        )
 
 
 def require_not_converting(archive: ZarrArchive) -> None:

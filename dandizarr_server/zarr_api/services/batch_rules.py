@@ -22,7 +22,6 @@ from dandizarr_server.zarr_api.services.archive_locks import (
     has_open_batch,
     lock_archive,
     require_not_converting,
-    require_unfrozen,
 )
 from dandizarr_server.zarr_api.services.batch_endings import batch_endings_settle
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
@@ -59,7 +58,6 @@ def open_batch_create(
     transaction adds the batch's files or shards."""
     archive = lock_archive(archive)
     require_writer(user, archive.dandiset)
-    require_unfrozen(archive)
     require_not_converting(archive)
     if kind == Batch.Kind.PACK and archive.layout != ZarrArchive.Layout.SHARDED:
         raise Conflict(
@@ -101,7 +99,6 @@ def open_batch_join(
 
     Reads only the rows of the paths asked for, the count and the batch's directories: a batch
     grows a request at a time, and reading and checking all of it each time was quadratic."""
-    require_unfrozen(archive)
     require_not_converting(archive)
     paths = [f.path for f in files]
     known = declared_at(batch, paths)

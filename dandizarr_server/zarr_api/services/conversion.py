@@ -30,7 +30,6 @@ from dandizarr_server.zarr_api.selectors.shard_members import packed_paths
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,
     lock_tree,
-    require_unfrozen,
 )
 from dandizarr_server.zarr_api.services.member_locations import stale_loose_copies_delete
 from dandizarr_server.zarr_api.services.shard_objects import ShardPiece, shard_write
@@ -44,7 +43,6 @@ def archive_conversion_start(*, user: Requester, archive: ZarrArchive) -> ZarrAr
     with transaction.atomic():
         archive = lock_archive(archive)
         require_writer(user, archive.dandiset)
-        require_unfrozen(archive)
         if archive.packing:
             raise Conflict(f"zarr archive {archive.zarr_id} is already being packed")
         if Batch.objects.filter(

@@ -31,7 +31,6 @@ from dandizarr_server.zarr_api.selectors.expected_uploads import declared_files
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,
     next_sequence,
-    require_unfrozen,
 )
 from dandizarr_server.zarr_api.services.batch_endings import deletion_create, uploaded_files_discard
 from dandizarr_server.zarr_api.services.batch_rules import (
@@ -104,7 +103,6 @@ def dandi_files_delete(*, user: Requester, archive: ZarrArchive, paths: Sequence
         if batch is None or batch.note != OPEN_UPLOAD_NOTE:
             raise Conflict(f"zarr archive {archive.zarr_id}: its open upload ended meanwhile")
         require_writer(user, archive.dandiset)
-        require_unfrozen(archive)
         in_batch = set(batch.files.filter(path__in=list(paths)).values_list("path", flat=True))
         state = archive_snapshot(archive).files_state(paths)
         missing = [p for p in paths if state[p] is None and p not in in_batch]
@@ -141,7 +139,6 @@ def upload_finalize(*, user: Requester, archive: ZarrArchive) -> Finalized:
     with transaction.atomic():
         archive = lock_archive(archive)
         require_writer(user, archive.dandiset)
-        require_unfrozen(archive)
         batch = _open_batch(archive)
         if batch is None:
             if Batch.objects.filter(archive=archive, state=Batch.State.PENDING).exists():

@@ -19,7 +19,6 @@ from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapsho
 from dandizarr_server.zarr_api.services.archive_locks import (
     has_open_batch,
     lock_archive,
-    require_unfrozen,
 )
 from dandizarr_server.zarr_api.services.batch_endings import (
     batch_endings_settle,
@@ -32,7 +31,6 @@ def files_delete(*, user: Requester, archive: ZarrArchive, paths: Sequence[str])
     with transaction.atomic():
         archive = lock_archive(archive)
         require_writer(user, archive.dandiset)
-        require_unfrozen(archive)
         if has_open_batch(archive):
             raise Conflict(
                 f"zarr archive {archive.zarr_id} has an upload batch in progress; complete or "

@@ -1,13 +1,18 @@
-"""Publishing a dandiset: its draft copied into a read-only version, its archives frozen."""
+"""Publishing a dandiset: its draft copied into a read-only version, and every zarr archive in
+it given an immutable archive version (docs/versions.md). Nothing is copied in storage: the
+store keeps what the draft later replaces (object versioning), and FileHistory rows say where."""
 
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
-from dandizarr_server.zarr_api.exceptions import Conflict, ValidationFailed
+from dandizarr.objectstore import ObjectStoreError
+from dandizarr_server.zarr_api.exceptions import Conflict, ServiceUnavailable, ValidationFailed
 from dandizarr_server.zarr_api.models import (
-    BUSY_STATES,
+    CHANGING_STATES,
+    ArchiveVersion,
     Asset,
     Batch,
     Dandiset,
@@ -15,12 +20,26 @@ from dandizarr_server.zarr_api.models import (
     ZarrArchive,
 )
 from dandizarr_server.zarr_api.permissions import Requester, require_writer
-from dandizarr_server.zarr_api.services.url_lifetimes import publish_possible_after
+from dandizarr_server.zarr_api.storage import get_store
+
+
+def storage_versioning_ensure() -> None:
+    """Versions need the store to keep replaced objects: turn that on before the first one."""
+    store = get_store()
+    try:
+        if not store.versioning_enabled():
+            store.enable_versioning()
+    except ObjectStoreError as error:
+        raise ServiceUnavailable(
+            f"cannot publish: storage cannot keep object versions ({error})"
+        ) from error
 
 
 def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:
-    """Copy the draft into a new read-only version; its zarr archives become frozen."""
+    """Copy the draft into a new read-only version; each of its zarr archives gets a version
+    (its tree as of its applied batches; an upload still open goes into the next one)."""
     require_writer(user, dandiset)
+    storage_versioning_ensure()
     with transaction.atomic():
         dandiset = Dandiset.objects.select_for_update().get(pk=dandiset.pk)
         draft = Version.objects.get(dandiset=dandiset, version=Version.DRAFT)
@@ -31,21 +50,13 @@ def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:
         archives = list(
             ZarrArchive.objects.select_for_update().filter(pk__in=archive_pks).order_by("pk")
         )
-        busy = Batch.objects.filter(archive__in=archives, state__in=BUSY_STATES).values_list(
+        busy = Batch.objects.filter(archive__in=archives, state__in=CHANGING_STATES).values_list(
             "archive__zarr_id", flat=True
         )
         if busy:
             raise Conflict(
-                "cannot publish while an upload is in progress or checksums are pending for "
-                f"zarr archive(s) {', '.join(str(z) for z in sorted(set(busy)))}"
-            )
-        possible_after = publish_possible_after(archives)
-        if possible_after is not None:
-            raise Conflict(
-                f"cannot publish before {possible_after:%Y-%m-%dT%H:%M:%SZ}: upload URLs issued "
-                "for its zarr archive(s) may be used until then (storage cannot revoke them), "
-                "and each ended batch's files are then checked against the checksum tree",
-                publish_possible_after=possible_after.isoformat(),
+                "cannot publish while checksums are pending or files are being deleted in zarr "
+                f"archive(s) {', '.join(str(z) for z in sorted(set(busy)))}; try again shortly"
             )
         now = timezone.now()
         name = f"0.{now:%y%m%d.%H%M%S}"
@@ -54,9 +65,32 @@ def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:
             suffix += 1
             name = f"0.{now:%y%m%d.%H%M%S}.{suffix}"
         version = Version.objects.create(dandiset=dandiset, version=name)
+        made = {archive.pk: archive_version_make(archive) for archive in archives}
         Asset.objects.bulk_create(
-            Asset(version=version, path=a.path, zarr_id=a.zarr_id, metadata=a.metadata)
+            Asset(
+                version=version,
+                path=a.path,
+                zarr_id=a.zarr_id,
+                archive_version=made[a.zarr_id],
+                metadata=a.metadata,
+            )
             for a in assets
         )
-        ZarrArchive.objects.filter(pk__in=archive_pks).update(frozen=True, modified=now)
     return version
+
+
+def archive_version_make(archive: ZarrArchive) -> ArchiveVersion:
+    """The archive's draft, as applied, becomes its next version; the draft goes on in a new
+    generation. O(1): nothing is read or written per file. The caller holds the row lock."""
+    last = ArchiveVersion.objects.filter(archive=archive).aggregate(n=Max("number"))["n"]
+    made = ArchiveVersion.objects.create(
+        archive=archive,
+        number=(last or 0) + 1,
+        generation=archive.generation,
+        checksum=archive.checksum,
+        file_count=archive.file_count,
+        size=archive.size,
+    )
+    archive.generation += 1
+    ZarrArchive.objects.filter(pk=archive.pk).update(generation=archive.generation)
+    return made

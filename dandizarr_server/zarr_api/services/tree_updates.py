@@ -4,6 +4,7 @@ one update of an archive at a time (its TreeLock held)."""
 from __future__ import annotations
 
 import logging
+from itertools import takewhile
 
 from django.db import transaction
 from django.utils import timezone
@@ -12,12 +13,13 @@ from dandizarr.checksums import TreeSummary, apply_changes
 from dandizarr_server.zarr_api import metrics
 from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
 from dandizarr_server.zarr_api.scheduling import COMPACT_SHARD, schedule_on_commit
-from dandizarr_server.zarr_api.selectors.archive_contents import (
-    archive_tree_cached,
-    pending_changes,
-)
-from dandizarr_server.zarr_api.selectors.shard_members import unverified_pack_batches
+from dandizarr_server.zarr_api.selectors.archive_contents import pending_changes
+from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
 from dandizarr_server.zarr_api.services.archive_locks import lock_tree
+from dandizarr_server.zarr_api.services.file_history import (
+    applicable_batch_ids,
+    replaced_files_record,
+)
 from dandizarr_server.zarr_api.services.member_locations import (
     locations_apply,
     paths_in_tree,
@@ -38,6 +40,8 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
     """
     # Pack batches: every member checked against the shard's bytes first (long; no locks).
     pending_pack_batches_verify(archive_pk)
+    # What the batches replace is committed before any of their changes can be seen.
+    recorded = replaced_files_record(archive_pk)
     tree: CachedTree | None = None
     try:
         with transaction.atomic():
@@ -46,20 +50,12 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
             except TreeLock.DoesNotExist:
                 return None  # the archive was deleted
             archive = ZarrArchive.objects.get(pk=archive_pk)
-            pending = Batch.objects.filter(archive=archive, state=Batch.State.PENDING)
-            unverified = unverified_pack_batches(archive_pk)
-            batch_ids = []
-            # In sequence order, up to a pack batch completed after the verification above (its
-            # own task will verify and apply it and whatever follows).
-            for pk in pending.order_by("sequence").values_list("pk", flat=True):
-                if pk in unverified:
-                    break
-                batch_ids.append(pk)
+            batch_ids = list(takewhile(recorded.__contains__, applicable_batch_ids(archive)))
             if not batch_ids:
                 return None
             changes = pending_changes(archive, batch_ids)
             # Read under the TreeLock: the row names the tree's committed version.
-            tree = cached = archive_tree_cached(archive)
+            tree = cached = draft_tree_cached(archive)
             # Packed paths that were loose files may leave loose objects to delete.
             packing = Batch.objects.filter(pk__in=batch_ids, kind=Batch.Kind.PACK).exists()
             in_tree = paths_in_tree(cached, changes) if packing else set()

@@ -22,7 +22,6 @@ from dandizarr_server.zarr_api.selectors.expected_uploads import DeclaredFile, d
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,
     next_sequence,
-    require_unfrozen,
 )
 from dandizarr_server.zarr_api.services.batch_endings import (
     CLEANUP_PENDING,
@@ -102,7 +101,6 @@ def batch_complete(*, user: Requester, archive: ZarrArchive) -> Batch:
     with transaction.atomic():
         archive = lock_archive(archive)
         require_writer(user, archive.dandiset)
-        require_unfrozen(archive)
         batch = open_batch_get(archive)
         files: list[DeclaredFile] = []
         if batch.kind == Batch.Kind.PACK:
@@ -140,7 +138,6 @@ def batch_cancel(
         if user is not None and (found is None or user != found.user):
             require_writer(user, archive.dandiset)
         batch = found or open_batch_get(archive)  # NotFound when there is none
-        require_unfrozen(archive)
         batch.state = Batch.State.CANCELLING
         batch.completed = timezone.now()
         batch.note = reason
@@ -173,7 +170,7 @@ def stale_batches_cancel() -> int:
             archive = ZarrArchive.objects.get(pk=archive_pk)
             batch_cancel(user=None, archive=archive, reason="stale: open past its URLs' expiry")
         except (NotFound, Forbidden, ZarrArchive.DoesNotExist):
-            continue  # cancelled meanwhile, or frozen
+            continue  # cancelled meanwhile
         except Exception:
             logger.exception("stale batch sweep: zarr archive %s failed; going on", archive_pk)
             continue

@@ -5,11 +5,9 @@ there is nothing to wait for."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Max
 from django.utils import timezone
 
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
@@ -43,20 +41,3 @@ def reconcile_when_urls_expire(archive: ZarrArchive, batch: Batch) -> None:
     if presigned_puts_revocable():
         return
     batch.reconcile_after = quiet_after(archive, timezone.now())
-
-
-def publish_possible_after(archives: Sequence[ZarrArchive]) -> datetime | None:
-    """None when the archives may be frozen now; else when they may: once no upload URL issued
-    for them can change storage and every ended batch of theirs was reconciled with it (a
-    frozen archive must not change behind its published checksum)."""
-    now = timezone.now()
-    times = [quiet_after(a, now) for a in archives]
-    times = [t for t in times if t > now]
-    latest = Batch.objects.filter(archive__in=archives, reconcile_after__isnull=False).aggregate(
-        latest=Max("reconcile_after")
-    )["latest"]
-    if latest is not None:
-        # A due reconciliation runs within the sweep's interval.
-        sweep = timedelta(seconds=settings.DANDIZARR_RECONCILE_SWEEP_SECONDS)
-        times.append(max(latest, now) + sweep)
-    return max(times) if times else None

@@ -77,7 +77,9 @@ def _read(
     and not a cut-off 200. A file packed since it was looked up (``POST pack/`` deletes the
     loose object after committing the member) is looked up once more."""
     for attempt in range(2):
-        location = MemberLocation(stored.key, stored.offset + begin, stop - begin)
+        location = MemberLocation(
+            stored.key, stored.offset + begin, stop - begin, version_id=stored.version_id
+        )
         blocks = iter_member_bytes(location)
         try:
             first = next(blocks, b"")

@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from dandizarr.objectstore.signing import quote_key
 from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.parsers.paging import query_positive_int
@@ -25,6 +26,7 @@ from dandizarr_server.zarr_api.selectors.archive_contents import (
     files_below,
     node_get,
 )
+from dandizarr_server.zarr_api.selectors.file_bytes import stored_bytes
 from dandizarr_server.zarr_api.selectors.lookups import archive_get
 from dandizarr_server.zarr_api.selectors.shard_members import (
     MemberLocation,
@@ -36,10 +38,17 @@ from dandizarr_server.zarr_api.storage import download_url, download_urls
 from dandizarr_server.zarr_api.views.file_responses import file_response
 
 
+def version_read_url(request: HttpRequest, archive: ZarrArchive, path: str) -> str:
+    """Where a version's file is read: ``/zarr/{version_id}/{path}``."""
+    assert archive.as_of is not None
+    return request.build_absolute_uri(f"/zarr/{archive.as_of.version_id}/{quote_key(path)}")
+
+
 def file_download(request: HttpRequest, archive: ZarrArchive, node: FileNode) -> HttpResponseBase:
     """A file's bytes to save: a loose file's presigned storage URL (its reply labelled as user
-    bytes, objectstore.user_bytes), a packed file's bytes as ``/zarr/`` serves them."""
-    if member_location(archive, node.path) is None:
+    bytes, objectstore.user_bytes), a packed file's (or a version's file's) bytes as ``/zarr/``
+    serves them."""
+    if archive.as_of is None and member_location(archive, node.path) is None:
         return HttpResponseRedirect(download_url(archive.storage_prefix + node.path))
     return file_response(request, archive, node.path, attachment=True)
 
@@ -80,6 +89,8 @@ class FilesView(APIView):
         if isinstance(node, FileNode):
             if _flag(request, "download"):
                 return file_download(request, archive, node)
+            if archive.as_of is not None:
+                return Response({**self._version_file(request, archive, node), "shard": None})
             location = member_location(archive, node.path)
             if location is not None:
                 return Response({**self._file(node, location.key), "shard": _shard(location)})
@@ -98,6 +109,21 @@ class FilesView(APIView):
             "digest": node.md5,
             "s3_key": key,
             "download_url": download_url(key),
+        }
+
+    @staticmethod
+    def _version_file(request: Request, archive: ZarrArchive, node: FileNode) -> dict[str, Any]:
+        """A version's file: its bytes are read through the service (they may be an object
+        version the draft replaced)."""
+        found = stored_bytes(archive, node.path)
+        return {
+            "type": "file",
+            "path": node.path,
+            "name": node.path.rsplit("/", 1)[-1],
+            "size": node.size,
+            "digest": node.md5,
+            "s3_key": found.key,
+            "download_url": version_read_url(request, archive, node.path),
         }
 
     def _directory(self, request: Request, node: DirectoryNode) -> dict[str, Any]:
@@ -140,7 +166,7 @@ class FilesView(APIView):
         nodes = list(islice(files_below(archive, path, after=after), limit))
         results = [{"path": n.path, "size": n.size, "digest": n.md5} for n in nodes]
         if _flag(request, "urls"):
-            self._add_locations(archive, results)
+            self._add_locations(request, archive, results)
         next_url = None
         if len(results) == limit:
             query = request.query_params.copy()
@@ -149,9 +175,16 @@ class FilesView(APIView):
         return Response({"results": results, "next": next_url})
 
     @staticmethod
-    def _add_locations(archive: ZarrArchive, results: list[dict[str, Any]]) -> None:
+    def _add_locations(
+        request: Request, archive: ZarrArchive, results: list[dict[str, Any]]
+    ) -> None:
         """Each file's ``download_url`` and ``shard``, as its own entry has them; each object's
         URL signed once, all of them together."""
+        if archive.as_of is not None:
+            for result in results:
+                result["download_url"] = version_read_url(request, archive, result["path"])
+                result["shard"] = None
+            return
         members = member_locations(archive, [r["path"] for r in results])
         keys = [
             members[r["path"]].key if r["path"] in members else archive.storage_prefix + r["path"]

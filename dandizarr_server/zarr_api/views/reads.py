@@ -142,7 +142,11 @@ class ManifestView(APIView):
                 )
             expires_in = int(raw)
         found = manifest.manifest(
-            archive, prefix, expires_in=expires_in, refresh_url=request.build_absolute_uri()
+            archive,
+            prefix,
+            expires_in=expires_in,
+            refresh_url=request.build_absolute_uri(),
+            site_url=request.build_absolute_uri("/"),
         )
         response = StreamingHttpResponse(found.chunks, content_type="application/json")
         for name, value in INERT_HEADERS.items():

@@ -1,0 +1,85 @@
+"""An archive's versions: the list, one version's summary, and what changed between two."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+
+from dandizarr.checksums import FileState
+from dandizarr_server.zarr_api.models import ArchiveVersion, FileHistory, ZarrArchive
+from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot
+from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
+
+
+def archive_versions(archive: ZarrArchive) -> QuerySet[ArchiveVersion]:
+    return ArchiveVersion.objects.filter(archive=archive).order_by("number")
+
+
+def archive_version_summary(version: ArchiveVersion) -> dict[str, Any]:
+    """A version as the API shows it; ``zarr_id`` is the id every read route takes for it."""
+    return {
+        "number": version.number,
+        "zarr_id": str(version.version_id),
+        "checksum": version.checksum,
+        "file_count": version.file_count,
+        "size": version.size,
+        "created": version.created.isoformat(),
+        "dandiset_versions": sorted(
+            version.assets.values_list("version__version", flat=True).distinct()
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class PathChange:
+    path: str
+    before: FileState | None
+    after: FileState | None
+
+    @property
+    def kind(self) -> str:
+        if self.before is None:
+            return "added"
+        return "removed" if self.after is None else "changed"
+
+
+def _states_at(
+    archive: ZarrArchive, generation: int, paths: list[str]
+) -> dict[str, FileState | None]:
+    """The state at ``generation`` of each of ``paths`` that has a row for it (the others are
+    as the draft has them)."""
+    found: dict[str, FileState | None] = {}
+    for start in range(0, len(paths), 2000):
+        rows = (
+            FileHistory.objects.filter(
+                archive=archive,
+                until_generation__gte=generation,
+                path__in=paths[start : start + 2000],
+            )
+            .order_by("path", "until_generation")
+            .values_list("path", "present", "md5", "size")
+        )
+        for path, present, md5, size in rows:
+            if path not in found:
+                found[path] = FileState(size=size, md5=md5) if present else None
+    return found
+
+
+def version_changes(
+    archive: ZarrArchive, older: ArchiveVersion, newer: ArchiveVersion | None
+) -> list[PathChange]:
+    """Every path whose file differs between ``older`` and ``newer`` (None: the draft as
+    applied), in path order. Costs what changed since ``older``, never a walk of the tree."""
+    candidates = FileHistory.objects.filter(archive=archive, until_generation__gte=older.generation)
+    if newer is not None:
+        candidates = candidates.filter(until_generation__lt=newer.generation)
+    paths = sorted(set(candidates.values_list("path", flat=True)))
+    before = _states_at(archive, older.generation, paths)
+    after = _states_at(archive, newer.generation, paths) if newer is not None else {}
+    # Without a row at ``newer``, a path has not changed since: it is as the draft has it.
+    unresolved = [p for p in paths if p not in after]
+    if unresolved:
+        after.update(ArchiveSnapshot(draft_tree_cached(archive), {}).files_state(unresolved))
+    return [PathChange(p, before[p], after[p]) for p in paths if before[p] != after[p]]

@@ -1,0 +1,34 @@
+"""The draft's .checksum tree of an archive, its listings through this process's cache."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.tree import (
+    CachedTree,
+    ListingCache,
+    StorageChecksumTree,
+    tree_version,
+)
+
+
+def archive_tree(archive: ZarrArchive) -> StorageChecksumTree:
+    return StorageChecksumTree(get_store(), str(archive.zarr_id))
+
+
+# Decoded .checksum listings of this process (web or worker), bounded by entries.
+_listing_cache: ListingCache | None = None
+
+
+def draft_tree_cached(archive: ZarrArchive) -> CachedTree:
+    """The draft's tree as of the row read, listings through this process's cache. Read the
+    row under the archive's TreeLock before a tree update, or under its row lock for the
+    path checks of a batch start."""
+    global _listing_cache
+    if _listing_cache is None:
+        _listing_cache = ListingCache(settings.DANDIZARR_LISTING_CACHE_ENTRIES)
+    return CachedTree(
+        archive_tree(archive), tree_version(archive.modified, archive.checksum), _listing_cache
+    )

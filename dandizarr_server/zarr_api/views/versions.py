@@ -1,0 +1,108 @@
+"""Views of an archive's versions: the list, one version, and what changed between two.
+
+A version is read like the draft, by its own id (``zarr_id`` in these answers) on every read
+route: ``/zarr/{id}/``, ``/api/zarr/{id}/files/``, ``/api/zarr/{id}/manifest.json``, the page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dandizarr.checksums import FileState
+from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
+from dandizarr_server.zarr_api.models import ArchiveVersion, ZarrArchive
+from dandizarr_server.zarr_api.parsers.paging import query_positive_int
+from dandizarr_server.zarr_api.selectors.archive_versions import (
+    archive_version_summary,
+    archive_versions,
+    version_changes,
+)
+from dandizarr_server.zarr_api.selectors.lookups import archive_get, parse_row_id
+from dandizarr_server.zarr_api.throttles import EXPENSIVE_READ_THROTTLES
+
+
+def _draft_of(zarr_id: str, request: Request) -> ZarrArchive:
+    archive = archive_get(zarr_id, request.user)
+    archive.as_of = None  # a version's id names its archive here
+    return archive
+
+
+def _version(archive: ZarrArchive, number: str) -> ArchiveVersion:
+    parsed = parse_row_id(number)
+    found = archive_versions(archive).filter(number=parsed).first() if parsed else None
+    if found is None:
+        raise NotFound(f"zarr archive {archive.zarr_id} has no version {number!r}")
+    return found
+
+
+class ArchiveVersionsView(APIView):
+    """``GET /api/zarr/{zarr_id}/versions/``: every published version, oldest first."""
+
+    def get(self, request: Request, zarr_id: str) -> Response:
+        archive = _draft_of(zarr_id, request)
+        versions = [archive_version_summary(v) for v in archive_versions(archive)]
+        return Response(
+            {"zarr_id": str(archive.zarr_id), "count": len(versions), "results": versions}
+        )
+
+
+class ArchiveVersionView(APIView):
+    """``GET /api/zarr/{zarr_id}/versions/{number}/``."""
+
+    def get(self, request: Request, zarr_id: str, number: str) -> Response:
+        archive = _draft_of(zarr_id, request)
+        return Response(archive_version_summary(_version(archive, number)))
+
+
+def _state(state: FileState | None) -> dict[str, Any] | None:
+    return None if state is None else {"digest": state.md5, "size": state.size}
+
+
+class VersionChangesView(APIView):
+    """``GET /api/zarr/{zarr_id}/versions/{number}/changes/?against=draft|{number}``: the paths
+    added, removed and changed from that version to another (or to the draft)."""
+
+    throttle_classes = EXPENSIVE_READ_THROTTLES
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("against", str, description="a later version's number, or draft"),
+            OpenApiParameter("limit", int, description="at most this many paths (10000)"),
+        ]
+    )
+    def get(self, request: Request, zarr_id: str, number: str) -> Response:
+        archive = _draft_of(zarr_id, request)
+        older = _version(archive, number)
+        against = request.query_params.get("against", "draft")
+        newer = None if against == "draft" else _version(archive, against)
+        if newer is not None and newer.number < older.number:
+            raise ValidationFailed(
+                f"against={against} is older than version {older.number}: compare from the "
+                "older version to the newer one"
+            )
+        limit = query_positive_int(request.query_params, "limit", 1000, 10000)
+        changes = version_changes(archive, older, newer)
+        counts = {"added": 0, "removed": 0, "changed": 0}
+        for change in changes:
+            counts[change.kind] += 1
+        return Response(
+            {
+                "from": older.number,
+                "to": "draft" if newer is None else newer.number,
+                **counts,
+                "truncated": len(changes) > limit,
+                "results": [
+                    {
+                        "path": c.path,
+                        "change": c.kind,
+                        "before": _state(c.before),
+                        "after": _state(c.after),
+                    }
+                    for c in changes[:limit]
+                ],
+            }
+        )

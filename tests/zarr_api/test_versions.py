@@ -1,0 +1,171 @@
+"""Archive versions (docs/versions.md): publish makes an immutable version of each archive, the
+draft stays editable, every version stays readable, and nothing is copied in storage.
+
+On the local store (hard links) and SeaweedFS (a real S3 with bucket versioning)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.storage import get_store
+from tests.support.api import Actor, create_archive, expected_checksum, md5, upload
+
+
+@pytest.fixture(params=["local", "seaweedfs"])
+def versioned_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    request.getfixturevalue(f"{request.param}_storage")
+    yield request.param
+
+
+def publish(actor: Actor, dandiset: str) -> str:
+    response = actor.client.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
+    assert response.status_code == 201, response.content
+    return str(response.json()["version"])
+
+
+def delete(actor: Actor, zarr_id: str, *paths: str) -> None:
+    response = actor.client.delete(
+        f"/api/zarr/{zarr_id}/files/", [{"path": p} for p in paths], format="json"
+    )
+    assert response.status_code == 204, response.content
+
+
+def read(actor: Actor, zarr_id: str, path: str, **headers: str) -> Any:
+    response = actor.client.get(f"/zarr/{zarr_id}/{path}", **headers)
+    if response.status_code in (200, 206):
+        response.body = b"".join(response.streaming_content)
+    return response
+
+
+def state_of(actor: Actor, zarr_id: str) -> dict[str, bytes]:
+    """Every file of an archive (or version) and its bytes, read through ``/zarr/``."""
+    listing = actor.client.get(f"/api/zarr/{zarr_id}/files/", {"recursive": "true"}).json()
+    found = {}
+    for entry in listing["results"]:
+        response = read(actor, zarr_id, entry["path"])
+        assert response.status_code == 200, (entry, response.content)
+        assert md5(response.body) == entry["digest"] == response["ETag"].strip('"')
+        found[entry["path"]] = response.body
+    return found
+
+
+def checksum_of(files: dict[str, bytes]) -> str:
+    return expected_checksum(dict(sorted(files.items())))
+
+
+STATE_1 = {"a/x": b"x one", "a/y": b"y one", "keep": b"kept", "a/b/deep": b"deep"}
+STATE_2 = {"a/x": b"x two", "keep": b"kept", "a/z": b"z two", "a/b/deep": b"deep"}
+STATE_3 = {"a/x": b"x three", "a/z": b"z two", "a/b/deep": b"deep", "new/file": b"n"}
+
+
+def test_publish_change_publish_reads_every_state_exactly(
+    owner: Actor, dandiset: str, versioned_backend: str
+) -> None:
+    zarr_id = create_archive(owner, dandiset, "v.zarr", layout="loose")
+    assets = f"/api/dandisets/{dandiset}/versions/draft/assets/"
+    response = owner.client.post(assets, {"path": "v.zarr", "zarr_id": zarr_id}, format="json")
+    assert response.status_code == 201, response.content
+
+    assert upload(owner.client, zarr_id, STATE_1).status_code == 200
+    published_1 = publish(owner, dandiset)
+    # The draft stays editable: overwrite, delete, add.
+    assert upload(owner.client, zarr_id, {"a/x": b"x two", "a/z": b"z two"}).status_code == 200
+    delete(owner, zarr_id, "a/y")
+    published_2 = publish(owner, dandiset)
+    assert upload(owner.client, zarr_id, {"a/x": b"x three", "new/file": b"n"}).status_code == 200
+    delete(owner, zarr_id, "keep")
+
+    versions = owner.client.get(f"/api/zarr/{zarr_id}/versions/").json()
+    assert [v["number"] for v in versions["results"]] == [1, 2]
+    v1, v2 = versions["results"]
+    assert v1["checksum"] == checksum_of(STATE_1)
+    assert v2["checksum"] == checksum_of(STATE_2)
+    assert (v1["file_count"], v1["size"]) == (4, sum(map(len, STATE_1.values())))
+    assert v1["dandiset_versions"] == [published_1]
+    assert v2["dandiset_versions"] == [published_2]
+
+    # Each state, read exactly, by its own id: versions and the draft.
+    assert state_of(owner, v1["zarr_id"]) == STATE_1
+    assert state_of(owner, v2["zarr_id"]) == STATE_2
+    assert state_of(owner, zarr_id) == STATE_3
+    draft = owner.client.get(f"/api/zarr/{zarr_id}/").json()
+    assert draft["checksum"] == checksum_of(STATE_3)
+    shown = owner.client.get(f"/api/zarr/{v1['zarr_id']}/").json()
+    assert shown["checksum"] == v1["checksum"] and shown["version"]["number"] == 1
+    assert shown["status"] == "Complete"
+
+    # Never-written and removed files are 404 in the version that lacks them.
+    assert read(owner, v1["zarr_id"], "a/z").status_code == 404
+    assert read(owner, v2["zarr_id"], "a/y").status_code == 404
+    # Ranges and ETags as for the draft.
+    ranged = read(owner, v1["zarr_id"], "a/x", HTTP_RANGE="bytes=2-4")
+    assert (ranged.status_code, ranged.body) == (206, b"one")
+    assert ranged["ETag"] == f'"{md5(b"x one")}"'
+    # The .checksum of a directory, per version: what the directory held then.
+    directory = owner.client.get(f"/api/zarr/{v1['zarr_id']}/files/a/").json()
+    assert {e["name"] for e in directory["results"]} == {"x", "y", "b"}
+    a_of_1 = {p[2:]: b for p, b in STATE_1.items() if p.startswith("a/")}
+    assert directory["digest"] == checksum_of(a_of_1)
+
+    # What changed between versions, and since.
+    changes = owner.client.get(f"/api/zarr/{zarr_id}/versions/1/changes/?against=2").json()
+    assert (changes["added"], changes["removed"], changes["changed"]) == (1, 1, 1)
+    assert {(c["path"], c["change"]) for c in changes["results"]} == {
+        ("a/z", "added"),
+        ("a/y", "removed"),
+        ("a/x", "changed"),
+    }
+    since = owner.client.get(f"/api/zarr/{zarr_id}/versions/2/changes/").json()
+    assert {(c["path"], c["change"]) for c in since["results"]} == {
+        ("a/x", "changed"),
+        ("keep", "removed"),
+        ("new/file", "added"),
+    }
+
+    # The published dandiset versions name their archive versions; the draft names the draft.
+    for published, version in ((published_1, v1), (published_2, v2)):
+        asset = owner.client.get(f"/api/dandisets/{dandiset}/versions/{published}/assets/")
+        (entry,) = asset.json()["results"]
+        assert entry["zarr"] == version["zarr_id"]
+        assert entry["metadata"]["digest"]["dandi:dandi-zarr-checksum"] == version["checksum"]
+    (draft_asset,) = owner.client.get(assets).json()["results"]
+    assert draft_asset["zarr"] == zarr_id
+
+    # A version is read-only through every writing route.
+    for method, url, body in [
+        ("post", f"/api/zarr/{v1['zarr_id']}/upload/", [{"path": "q", "etag": md5(b"q")}]),
+        ("delete", f"/api/zarr/{v1['zarr_id']}/files/", [{"path": "keep"}]),
+        ("post", f"/api/zarr/{v1['zarr_id']}/pack/", None),
+    ]:
+        response = getattr(owner.client, method)(url, body, format="json")
+        assert response.status_code == 409, (url, response.content)
+        assert "read-only" in response.json()["detail"]
+    assert state_of(owner, v1["zarr_id"]) == STATE_1
+
+
+def test_publish_copies_nothing_and_costs_what_changed(
+    owner: Actor, dandiset: str, versioned_backend: str
+) -> None:
+    zarr_id = create_archive(owner, dandiset, "c.zarr", layout="loose")
+    owner.client.post(
+        f"/api/dandisets/{dandiset}/versions/draft/assets/",
+        {"path": "c.zarr", "zarr_id": zarr_id},
+        format="json",
+    )
+    files = {f"c/{i}": str(i).encode() for i in range(50)}
+    assert upload(owner.client, zarr_id, files).status_code == 200
+    archive = ZarrArchive.objects.get(zarr_id=zarr_id)
+    keys_before = {(i.key, i.etag) for i in get_store().list(f"zarr/{zarr_id}/")}
+    publish(owner, dandiset)
+    # Publishing wrote no object and recorded no file.
+    assert {(i.key, i.etag) for i in get_store().list(f"zarr/{zarr_id}/")} == keys_before
+    assert archive.history.count() == 0
+    assert upload(owner.client, zarr_id, {"c/1": b"changed", "c/new": b"n"}).status_code == 200
+    # One row per changed path: the version costs what changed, not what exists.
+    assert sorted(archive.history.values_list("path", flat=True)) == ["c/1", "c/new"]
+    publish(owner, dandiset)
+    assert archive.history.count() == 2
