@@ -7,7 +7,7 @@ from typing import Any
 
 
 def beat_schedule(
-    *, stale_sweep_seconds: int, resume_seconds: int, reconcile_seconds: int
+    *, stale_sweep_seconds: int, resume_seconds: int, reconcile_seconds: int, garbage_seconds: int
 ) -> dict[str, dict[str, Any]]:
     return {
         "cancel-stale-batches": {
@@ -29,5 +29,9 @@ def beat_schedule(
         "reconcile-due-batches": {
             "task": "dandizarr_server.zarr_api.tasks.reconcile_due_batches",
             "schedule": float(reconcile_seconds),
+        },
+        "collect-storage-garbage": {
+            "task": "dandizarr_server.zarr_api.tasks.collect_storage_garbage",
+            "schedule": float(garbage_seconds),
         },
     }

@@ -378,10 +378,15 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("DANDIZARR_CELERY_VISIBILITY_TIMEOUT", 300),
 }
+# Storage garbage collection (docs/versions.md): how long an unreferenced object is kept (the
+# undelete window), and how often the collection runs.
+DANDIZARR_GC_WINDOW_DAYS = env_int("DANDIZARR_GC_WINDOW_DAYS", 30)
+DANDIZARR_GC_INTERVAL_SECONDS = env_int("DANDIZARR_GC_INTERVAL_SECONDS", 24 * 3600)
 CELERY_BEAT_SCHEDULE = beat_schedule(
     stale_sweep_seconds=DANDIZARR_STALE_SWEEP_INTERVAL_SECONDS,
     resume_seconds=DANDIZARR_RESUME_INTERVAL_SECONDS,
     reconcile_seconds=DANDIZARR_RECONCILE_SWEEP_SECONDS,
+    garbage_seconds=DANDIZARR_GC_INTERVAL_SECONDS,
 )
 
 # --- Logs --------------------------------------------------------------------------------------

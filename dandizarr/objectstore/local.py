@@ -301,7 +301,16 @@ class LocalObjectStore(ObjectStore):
             return os.pread(handle.fileno(), end - start, start)
 
     def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
-        self.retained.delete(versions)
+        """A kept version's file, else the current object if it is that version (ids are md5s:
+        a content kept and current at once is one version, the kept copy going first)."""
+        for key, version_id in versions:
+            if not self.retained.delete_one(key, version_id):
+                current = self.head(key)
+                if current is not None and current.etag == version_id:
+                    path = self.path_of(key)
+                    path.unlink(missing_ok=True)
+                    meta_path(path).unlink(missing_ok=True)
+                    self._prune(path.parent)
 
     # --- presigned URLs -------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
@@ -126,17 +126,21 @@ class RetainedVersions:
         except (FileNotFoundError, NotADirectoryError) as error:
             raise ObjectNotFound(f"{key} (version {version_id})") from error
 
-    def delete(self, versions: Iterable[tuple[str, str]]) -> None:
-        for key, version_id in versions:
-            path = self.path(key, version_id)
-            path.unlink(missing_ok=True)
-            directory = path.parent
-            while directory != self.root and self.root in directory.parents:
-                try:
-                    directory.rmdir()
-                except OSError:
-                    break
-                directory = directory.parent
+    def delete_one(self, key: str, version_id: str) -> bool:
+        """Delete a kept version; False when there is none of that id."""
+        path = self.path(key, version_id)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        directory = path.parent
+        while directory != self.root and self.root in directory.parents:
+            try:
+                directory.rmdir()
+            except OSError:
+                break
+            directory = directory.parent
+        return True
 
 
 def _replaced_time(version: ObjectVersion) -> float:

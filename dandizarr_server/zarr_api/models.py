@@ -99,6 +99,9 @@ class ZarrArchive(models.Model):
     drift_count = models.BigIntegerField(default=0)
     last_drift_at = models.DateTimeField(null=True, blank=True)
     last_drift = models.TextField(blank=True, default="")
+    # The last garbage collection's report (services.garbage.GarbageReport): reclaimable and
+    # held bytes.
+    garbage = models.JSONField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     modified = models.DateTimeField(auto_now=True)
 

@@ -89,6 +89,7 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
             "drift_count",
             "last_drift_at",
             "last_drift",
+            "garbage",
             "created",
             "modified",
             "page_url",

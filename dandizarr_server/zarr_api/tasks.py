@@ -23,6 +23,7 @@ from dandizarr_server.zarr_api.services.embargo import (
     public_reads_sync,
     unfinished_releases_finish,
 )
+from dandizarr_server.zarr_api.services.garbage import garbage_collect_all
 from dandizarr_server.zarr_api.services.lost_writers import lost_writers_batches_end
 from dandizarr_server.zarr_api.services.reconciliation import due_batches_reconcile
 from dandizarr_server.zarr_api.services.recovery import unfinished_batch_ends_finish
@@ -43,6 +44,12 @@ def apply_tree_updates(archive_pk: int) -> str | None:
     """Apply the archive's pending batches to its .checksum tree (serialized per archive)."""
     summary = tree_update_apply(archive_pk)
     return summary.digest if summary else None
+
+
+@shared_task(acks_late=True)
+def collect_storage_garbage() -> int:
+    """Delete unreferenced object versions past the undelete window (services.garbage)."""
+    return sum(r.reclaimed_objects for r in garbage_collect_all())
 
 
 @shared_task(acks_late=True)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, expected_checksum, md5, upload
 
@@ -169,3 +170,73 @@ def test_publish_copies_nothing_and_costs_what_changed(
     assert sorted(archive.history.values_list("path", flat=True)) == ["c/1", "c/new"]
     publish(owner, dandiset)
     assert archive.history.count() == 2
+
+
+def versions_of(zarr_id: str) -> set[tuple[str, str, bool]]:
+    """(path, md5, current) of every object version of the archive's loose files."""
+    prefix = f"zarr/{zarr_id}/"
+    return {
+        (v.key[len(prefix) :], v.etag, v.latest)
+        for v in get_store().list_versions(prefix)
+        if not v.delete_marker
+    }
+
+
+def test_garbage_collection_deletes_exactly_what_nothing_references(
+    owner: Actor, dandiset: str, versioned_backend: str, settings: Any
+) -> None:
+    zarr_id = create_archive(owner, dandiset, "g.zarr", layout="loose")
+    owner.client.post(
+        f"/api/dandisets/{dandiset}/versions/draft/assets/",
+        {"path": "g.zarr", "zarr_id": zarr_id},
+        format="json",
+    )
+    assert upload(owner.client, zarr_id, STATE_1).status_code == 200
+    publish(owner, dandiset)
+    (v1,) = owner.client.get(f"/api/zarr/{zarr_id}/versions/").json()["results"]
+    # Draft changes: "x two" is replaced before any publish holds it; "y one" is deleted but
+    # version 1 holds it; a cancelled upload and an object the database never knew.
+    assert upload(owner.client, zarr_id, {"a/x": b"x two"}).status_code == 200
+    assert upload(owner.client, zarr_id, {"a/x": b"x three"}).status_code == 200
+    delete(owner, zarr_id, "a/y")
+    assert upload(owner.client, zarr_id, {"gone": b"cancelled"}, complete=False)
+    assert owner.client.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    get_store().put(f"zarr/{zarr_id}/stray", b"never known")
+    before = versions_of(zarr_id)
+    assert ("a/x", md5(b"x two"), False) in before and (
+        "stray",
+        md5(b"never known"),
+        True,
+    ) in before
+
+    archive = ZarrArchive.objects.get(zarr_id=zarr_id)
+    # Within the undelete window nothing goes, and the dry run says what waits.
+    report = archive_garbage_collect(archive, dry_run=False)
+    assert report.reclaimed_objects == 0 and report.waiting_objects >= 3
+    assert versions_of(zarr_id) == before
+
+    settings.DANDIZARR_GC_WINDOW_DAYS = 0
+    dry = archive_garbage_collect(archive, dry_run=True)
+    assert dry.reclaimed_bytes >= len(b"x two") + len(b"cancelled") + len(b"never known")
+    assert versions_of(zarr_id) == before
+    report = archive_garbage_collect(archive, dry_run=False)
+    assert report.reclaimed_objects == dry.reclaimed_objects
+    # Held: what version 1 reads that the draft replaced.
+    assert (report.held_objects, report.held_bytes) == (2, len(b"x one") + len(b"y one"))
+    after = versions_of(zarr_id)
+    assert before - after == {
+        ("a/x", md5(b"x two"), False),
+        ("gone", md5(b"cancelled"), False),
+        ("stray", md5(b"never known"), True),
+    }
+    # Every state still reads exactly; the API shows what was reclaimed and what is held.
+    assert state_of(owner, v1["zarr_id"]) == STATE_1
+    assert state_of(owner, zarr_id) == {
+        "a/x": b"x three",
+        "keep": b"kept",
+        "a/b/deep": b"deep",
+    }
+    shown = owner.client.get(f"/api/zarr/{zarr_id}/").json()["garbage"]
+    assert shown["held_bytes"] == report.held_bytes and shown["dry_run"] is False
+    # A second run has nothing left to do (it is resumable: the same rule, run again).
+    assert archive_garbage_collect(archive, dry_run=False).reclaimed_objects == 0

@@ -1,6 +1,6 @@
 """Create the S3 bucket the settings name, if missing, and let browsers read from it (CORS: GET
 and HEAD from any origin, ranges and ETags exposed: the manifests' readers are browsers too).
-Run once by docker-compose.yml before the service starts; harmless to run again."""
+Turns on object versioning (archive versions rely on it). Run once by docker-compose.yml before the service starts; harmless to run again."""
 
 from __future__ import annotations
 
@@ -60,4 +60,7 @@ class Command(BaseCommand):
             client.put_bucket_cors(Bucket=bucket, CORSConfiguration=CORS)  # type: ignore[arg-type]
         except ClientError as error:
             raise CommandError(f"bucket {bucket}: setting CORS failed: {error}") from error
-        self.stdout.write(f"bucket {bucket} ready")
+        # Archive versions share objects with the draft: storage keeps what the draft replaces
+        # (docs/versions.md). Publishing turns this on too; here it is on from the start.
+        store.enable_versioning()
+        self.stdout.write(f"bucket {bucket} ready (versioning enabled)")

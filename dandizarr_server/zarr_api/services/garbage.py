@@ -1,0 +1,171 @@
+"""Garbage collection of storage (docs/versions.md): object versions that neither the draft nor
+any archive version references, once idle for the undelete window, are deleted for good.
+
+What is referenced, per key of the archive:
+- a loose file's object (``zarr/{id}/{path}``): the version holding the md5 the draft's tree
+  has for the path (current, or replaced by an upload still open), any version a FileHistory
+  row names (its key and md5), and whatever an open upload batch is writing;
+- a shard object: while a Shard row that is not discarded has its key, and any of its versions
+  a FileHistory row names;
+- a ``.checksum`` listing: the current one (versions are computed, never read from storage).
+Everything else (overwritten or deleted files no version holds, cancelled and abandoned uploads,
+discarded shards, replaced listings, objects the database never knew) is reclaimable once it has
+been idle (replaced, or written if never replaced) for ``DANDIZARR_GC_WINDOW_DAYS``.
+
+Streaming, a page of versions at a time: memory is bounded by a page, and a run killed midway
+is resumed by the next run (deleting a version twice is harmless).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from dandizarr.objectstore.versions import ObjectVersion
+from dandizarr_server.zarr_api.keys import checksums_prefix, files_prefix, shards_prefix
+from dandizarr_server.zarr_api.models import (
+    Batch,
+    BatchFile,
+    FileHistory,
+    Shard,
+    ZarrArchive,
+)
+from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot
+from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
+from dandizarr_server.zarr_api.storage import get_store
+
+logger = logging.getLogger(__name__)
+
+_PAGE = 1000
+
+
+@dataclass
+class GarbageReport:
+    zarr_id: str
+    dry_run: bool
+    checked_at: str = ""
+    # Deleted (or, in a dry run, that would be).
+    reclaimed_objects: int = 0
+    reclaimed_bytes: int = 0
+    # Unreferenced, but idle for less than the window: reclaimable later.
+    waiting_objects: int = 0
+    waiting_bytes: int = 0
+    # Replaced versions kept because an archive version reads them.
+    held_objects: int = 0
+    held_bytes: int = 0
+
+
+def _pages(versions: Iterator[ObjectVersion]) -> Iterator[list[ObjectVersion]]:
+    """Pages of about ``_PAGE`` versions that never split one key's versions."""
+    page: list[ObjectVersion] = []
+    for key, group in itertools.groupby(versions, key=lambda v: v.key):
+        page.extend(group)
+        if len(page) >= _PAGE:
+            yield page
+            page = []
+    if page:
+        yield page
+
+
+@dataclass
+class _References:
+    """What one page of versions may be referenced by."""
+
+    history: set[tuple[str, str]]  # (key, md5) of loose files; (key, "") of shards
+    draft: dict[str, str]  # loose key -> md5 the draft's tree has for its path
+    writing: set[str]  # loose keys an open upload batch writes
+    live_shards: set[str]
+
+
+def _references(archive: ZarrArchive, page: list[ObjectVersion]) -> _References:
+    keys = sorted({v.key for v in page})
+    rows = FileHistory.objects.filter(archive=archive, key__in=keys, present=True)
+    history = {
+        (key, "" if offset is not None else md5)
+        for key, md5, offset in rows.values_list("key", "md5", "offset")
+    }
+    loose_prefix = files_prefix(archive.zarr_id)
+    paths = {k[len(loose_prefix) :]: k for k in keys if k.startswith(loose_prefix)}
+    states = ArchiveSnapshot(draft_tree_cached(archive), {}).files_state(paths)
+    draft = {paths[p]: s.md5 for p, s in states.items() if s is not None}
+    open_paths = BatchFile.objects.filter(
+        batch__archive=archive, batch__state=Batch.State.OPEN, path__in=list(paths)
+    ).values_list("path", flat=True)
+    live = Shard.objects.filter(archive=archive, key__in=keys).exclude(state=Shard.State.DISCARDED)
+    return _References(
+        history,
+        draft,
+        {paths[p] for p in open_paths},
+        set(live.values_list("key", flat=True)),
+    )
+
+
+def _needed(version: ObjectVersion, refs: _References, checksums: str) -> tuple[bool, bool]:
+    """(needed, held by an archive version)."""
+    key = version.key
+    if key.startswith(checksums):
+        return version.latest, False
+    if (key, "") in refs.history or (key, version.etag) in refs.history:
+        return True, not version.latest
+    if version.latest and (key in refs.live_shards or key in refs.writing):
+        return True, False
+    return refs.draft.get(key) == version.etag, False
+
+
+def archive_garbage_collect(
+    archive: ZarrArchive, *, dry_run: bool, now: datetime | None = None
+) -> GarbageReport:
+    """Delete (or, ``dry_run``, count) the archive's unreferenced object versions idle for the
+    window; record the report on the archive (reclaimable and held bytes, API and admin)."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.DANDIZARR_GC_WINDOW_DAYS)
+    store = get_store()
+    report = GarbageReport(str(archive.zarr_id), dry_run, now.isoformat(timespec="seconds"))
+    checksums = checksums_prefix(archive.zarr_id)
+    for prefix in (files_prefix(archive.zarr_id), shards_prefix(archive.zarr_id), checksums):
+        for page in _pages(store.list_versions(prefix)):
+            refs = _references(archive, page)
+            doomed: list[tuple[str, str]] = []
+            for key, group in itertools.groupby(page, key=lambda v: v.key):
+                versions = list(group)
+                kept = 0
+                for version in versions:
+                    if version.delete_marker:
+                        continue
+                    needed, held = _needed(version, refs, checksums)
+                    if needed:
+                        kept += 1
+                        if held:
+                            report.held_objects += 1
+                            report.held_bytes += version.size
+                    elif version.idle_since() < cutoff:
+                        doomed.append((key, version.version_id))
+                        report.reclaimed_objects += 1
+                        report.reclaimed_bytes += version.size
+                    else:
+                        kept += 1
+                        report.waiting_objects += 1
+                        report.waiting_bytes += version.size
+                # Delete markers keep nothing: gone once no older version needs hiding.
+                for version in versions:
+                    if version.delete_marker and (not version.latest or kept == 0):
+                        doomed.append((key, version.version_id))
+            if doomed and not dry_run:
+                store.delete_versions(doomed)
+    ZarrArchive.objects.filter(pk=archive.pk).update(garbage=asdict(report))
+    logger.info("garbage collection of zarr archive %s: %s", archive.zarr_id, report)
+    return report
+
+
+def garbage_collect_all(*, dry_run: bool = False) -> list[GarbageReport]:
+    """Every archive (once storage keeps versions, any archive's overwrites leave some)."""
+    return [
+        archive_garbage_collect(archive, dry_run=dry_run)
+        for archive in ZarrArchive.objects.order_by("pk").iterator()
+    ]
