@@ -64,7 +64,7 @@ class GarbageReport:
 def _pages(versions: Iterator[ObjectVersion]) -> Iterator[list[ObjectVersion]]:
     """Pages of about ``_PAGE`` versions that never split one key's versions."""
     page: list[ObjectVersion] = []
-    for key, group in itertools.groupby(versions, key=lambda v: v.key):
+    for _key, group in itertools.groupby(versions, key=lambda v: v.key):
         page.extend(group)
         if len(page) >= _PAGE:
             yield page

@@ -1,6 +1,7 @@
 """Create the S3 bucket the settings name, if missing, and let browsers read from it (CORS: GET
-and HEAD from any origin, ranges and ETags exposed: the manifests' readers are browsers too).
-Turns on object versioning (archive versions rely on it). Run once by docker-compose.yml before the service starts; harmless to run again."""
+and HEAD from any origin, ranges and ETags exposed: the manifests' readers are browsers too), and
+turn on object versioning (archive versions rely on it). Run once by docker-compose.yml before
+the service starts; harmless to run again."""
 
 from __future__ import annotations
 
