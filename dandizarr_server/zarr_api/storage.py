@@ -53,12 +53,16 @@ def build_store() -> ObjectStore:
             concurrency=settings.DANDIZARR_STORAGE_CONCURRENCY,
         )
     if settings.DANDIZARR_STORAGE == "local":
-        return LocalObjectStore(
+        local = LocalObjectStore(
             settings.DANDIZARR_LOCAL_STORAGE_DIR,
             # The user-content origin, when the deployment has one (settings).
             public_url=settings.USER_CONTENT_URL or settings.PUBLIC_URL,
             secret_key=settings.SECRET_KEY,
         )
+        # Keeping replaced objects from the start, so archive versions never wait for it
+        # (docs/versions.md); the collector deletes what no version needs.
+        local.enable_versioning()
+        return local
     raise ValueError(f"unknown DANDIZARR_STORAGE {settings.DANDIZARR_STORAGE!r}")
 
 

@@ -1,21 +1,25 @@
 """On S3 a presigned PUT cannot be revoked (issue #16, finding 2): a URL replayed after its
 batch ended does change storage, so it must not go unnoticed. SeaweedFS, a real S3 server that
 enforces URL expiry: once the URLs have expired, the sweep reconciles every ended batch's keys
-with storage, repairs the tree to what storage holds and records the drift on the archive;
-publishing waits for that (409 naming when).
+with storage, repairs the tree to what storage holds and records the drift on the archive.
+Publishing waits for that (409 naming when) while storage has not kept object versions for
+longer than the URLs live; once it has, a replay can replace no byte a version reads, and a
+version published before the repair stays what its tree was.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from dandizarr_server.zarr_api.models import Batch
+from dandizarr_server.zarr_api.models import Batch, StorageVersioning
 from dandizarr_server.zarr_api.services.reconciliation import batch_reconcile, due_batches_reconcile
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import (
     Actor,
     batch_start_urls,
@@ -26,6 +30,7 @@ from tests.support.api import (
     upload,
 )
 from tests.support.tree_check import assert_tree_matches_storage
+from tests.support.versions import add_asset, publish, state_of, versions
 
 EXPIRY = 6
 MARGIN = 1
@@ -102,6 +107,36 @@ def test_replays_are_found_once_the_urls_expire_and_publish_waits(
     response = owner.client.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
     assert response.status_code == 201, response.content
     assert_tree_matches_storage(archive)
+    (version,) = versions(owner, archive)
+    assert state_of(owner, version["zarr_id"]) == {"over": b"v1", "gone": b"g", "new": b"n"}
+
+
+def test_once_storage_keeps_versions_a_replay_never_changes_a_version(
+    owner: Actor, dandiset: str, archive: str
+) -> None:
+    get_store().enable_versioning()
+    StorageVersioning.objects.create(since=timezone.now() - timedelta(days=1))
+    assert upload(owner.client, archive, {"over": b"v1"}).status_code == 200
+    second = batch_start_urls(owner, archive, {"over": b"v2"})
+    assert put(second["over"], b"v2").status_code == 200
+    assert owner.client.post(f"/api/zarr/{archive}/upload/complete/").status_code == 200
+    add_asset(owner, dandiset, archive, "x.zarr")
+    # No wait: the URLs are valid, but whatever they replace, storage keeps.
+    publish(owner, dandiset)
+    (version,) = versions(owner, archive)
+    assert state_of(owner, version["zarr_id"]) == {"over": b"v2"}
+    first = batch_start_urls(owner, archive, {"over": b"v3"})
+    assert owner.client.delete(f"/api/zarr/{archive}/upload/").status_code == 204
+    # Replays of both batches' URLs: the draft's object changes behind its tree.
+    assert put(first["over"], b"v3").status_code == 200
+    assert put(second["over"], b"v2").status_code == 200
+    assert put(first["over"], b"v3").status_code == 200
+    assert state_of(owner, version["zarr_id"]) == {"over": b"v2"}
+    time.sleep(EXPIRY + MARGIN + 0.5)
+    assert due_batches_reconcile() >= 1
+    # The repair changed the draft to what storage holds; the version is what it was.
+    assert state_of(owner, archive) == {"over": b"v3"}
+    assert state_of(owner, version["zarr_id"]) == {"over": b"v2"}
 
 
 def test_a_batch_is_not_reconciled_while_the_archive_has_work_in_flight(

@@ -31,6 +31,7 @@ from tests.support.sharded import (
     upload_sharded,
 )
 from tests.support.tree_check import assert_tree_matches_storage
+from tests.support.versions import add_asset, publish, state_of, versions
 
 
 def test_sharded_and_loose_archives_of_the_same_files_are_indistinguishable(
@@ -311,23 +312,29 @@ def test_audit_catches_a_corrupted_member_and_stray_objects(
     assert not archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id)).drift
 
 
-def test_frozen_sharded_archive_refuses_changes(
+def test_a_sharded_archive_version_survives_every_draft_change(
     owner: Actor, dandiset: str, s3_storage: str
 ) -> None:
-    zarr_id = upload_sharded(owner, dandiset, array_files())
-    response = owner.client.post(
-        f"/api/dandisets/{dandiset}/versions/draft/assets/",
-        {"path": "s.zarr", "zarr_id": zarr_id, "metadata": {}},
-        format="json",
-    )
-    assert response.status_code == 201, response.content
+    files = array_files()
+    zarr_id = upload_sharded(owner, dandiset, files)
+    add_asset(owner, dandiset, zarr_id, "s.zarr")
     let_upload_urls_expire()
+    publish(owner, dandiset)
+    (version,) = versions(owner, zarr_id)
+    packed = sorted(p for p in files if p.startswith("arr/") and not p.endswith(".zarray"))
+    # Overwrite a packed chunk with a loose file, delete another, then pack the draft again.
+    changed, removed = packed[0], packed[1]
+    assert upload(owner.client, zarr_id, {changed: b"loose now"}).status_code == 200
+    response = owner.client.delete(
+        f"/api/zarr/{zarr_id}/files/", [{"path": removed}], format="json"
+    )
+    assert response.status_code == 204, response.content
+    response = owner.client.post(f"/api/zarr/{zarr_id}/pack/")
+    assert response.status_code in (200, 202), response.content
+    draft = {p: b for p, b in files.items() if p != removed} | {changed: b"loose now"}
+    assert state_of(owner, zarr_id) == draft
+    assert state_of(owner, version["zarr_id"]) == files
     assert (
-        owner.client.post(f"/api/dandisets/{dandiset}/versions/draft/publish/").status_code == 201
+        owner.client.get(f"/api/zarr/{version['zarr_id']}/").json()["checksum"]
+        == (version["checksum"])
     )
-    declarations, _, _ = build_shards(array_files())
-    response = owner.client.post(
-        f"/api/zarr/{zarr_id}/upload/", {"shards": declarations}, format="json"
-    )
-    assert response.status_code == 403 and "frozen" in response.json()["detail"]
-    assert owner.client.post(f"/api/zarr/{zarr_id}/pack/").status_code == 403

@@ -16,6 +16,7 @@ from tests.support.api import (
     upload,
 )
 from tests.support.tree_check import assert_tree_matches_storage
+from tests.support.versions import state_of
 
 
 def test_upload_complete_and_browse(owner: Actor, zarr_id: str) -> None:
@@ -29,7 +30,7 @@ def test_upload_complete_and_browse(owner: Actor, zarr_id: str) -> None:
     assert archive["file_count"] == len(SAMPLE_FILES)
     assert archive["size"] == sum(len(b) for b in SAMPLE_FILES.values())
     assert archive["upload_in_progress"] is False
-    assert archive["frozen"] is False
+    assert (archive["generation"], archive["version_count"]) == (1, 0)
     assert archive["s3_path"].endswith(f"zarr/{zarr_id}/")
     assert_tree_matches_storage(zarr_id)
 
@@ -253,7 +254,9 @@ def test_a_stranger_is_refused_before_the_body_is_read(
     assert not Batch.objects.filter(archive__zarr_id=zarr_id).exists()
 
 
-def test_publish_freezes_archive(owner: Actor, dandiset: str, zarr_id: str) -> None:
+def test_publish_makes_a_version_and_the_draft_stays_editable(
+    owner: Actor, dandiset: str, zarr_id: str
+) -> None:
     assert upload(owner.client, zarr_id, {"a": b"1"}).status_code == 200
     assets = f"/api/dandisets/{dandiset}/versions/draft/assets/"
     response = owner.client.post(
@@ -264,6 +267,8 @@ def test_publish_freezes_archive(owner: Actor, dandiset: str, zarr_id: str) -> N
     response = owner.client.post(assets, {"path": "y", "blob_id": "abc"}, format="json")
     assert response.status_code == 400 and "blob_id" in response.json()["detail"]
 
+    # This bucket kept no object versions before: upload URLs issued until now could still
+    # replace bytes for good, so the first publish waits for them.
     response = owner.client.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
     assert response.status_code == 409, response.content
     assert "upload URLs" in response.json()["detail"]
@@ -271,17 +276,16 @@ def test_publish_freezes_archive(owner: Actor, dandiset: str, zarr_id: str) -> N
     response = owner.client.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
     assert response.status_code == 201, response.content
     version = response.json()["version"]
-    assert owner.client.get(f"/api/zarr/{zarr_id}/").json()["frozen"] is True
+    detail = owner.client.get(f"/api/zarr/{zarr_id}/").json()
+    assert (detail["generation"], detail["version_count"]) == (2, 1)
 
-    body = [{"path": "b", "etag": md5(b"2")}]
-    for method, url, data in [
-        ("post", f"/api/zarr/{zarr_id}/upload/", body),
-        ("post", f"/api/zarr/{zarr_id}/upload/complete/", None),
-        ("delete", f"/api/zarr/{zarr_id}/files/", [{"path": "a"}]),
-    ]:
-        response = getattr(owner.client, method)(url, data, format="json")
-        assert response.status_code == 403, (url, response.content)
-        assert "frozen" in response.json()["detail"]
+    # The draft stays editable; version 1 is what it was.
+    assert upload(owner.client, zarr_id, {"b": b"2"}).status_code == 200
+    response = owner.client.delete(f"/api/zarr/{zarr_id}/files/", [{"path": "a"}], format="json")
+    assert response.status_code == 204, response.content
+    (archive_version,) = owner.client.get(f"/api/zarr/{zarr_id}/versions/").json()["results"]
+    assert state_of(owner, archive_version["zarr_id"]) == {"a": b"1"}
+    assert state_of(owner, zarr_id) == {"b": b"2"}
 
     # Draft metadata stays editable; the published version is read-only.
     response = owner.client.put(f"{assets}{asset_id}/", {"metadata": {"k": 2}}, format="json")
@@ -289,6 +293,7 @@ def test_publish_freezes_archive(owner: Actor, dandiset: str, zarr_id: str) -> N
     assert response.status_code == 200 and response.json()["metadata"]["k"] == 2
     published = owner.client.get(f"/api/dandisets/{dandiset}/versions/{version}/assets/").json()
     assert published["results"][0]["metadata"]["k"] == 1
+    assert published["results"][0]["zarr"] == archive_version["zarr_id"]
 
 
 def test_unknown_or_malformed_archive_ids_are_404(

@@ -14,6 +14,7 @@ from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, expected_checksum, md5, upload
+from tests.support.versions import publish, read, state_of
 
 
 @pytest.fixture(params=["local", "seaweedfs"])
@@ -22,36 +23,11 @@ def versioned_backend(request: pytest.FixtureRequest) -> Iterator[str]:
     yield request.param
 
 
-def publish(actor: Actor, dandiset: str) -> str:
-    response = actor.client.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
-    assert response.status_code == 201, response.content
-    return str(response.json()["version"])
-
-
 def delete(actor: Actor, zarr_id: str, *paths: str) -> None:
     response = actor.client.delete(
         f"/api/zarr/{zarr_id}/files/", [{"path": p} for p in paths], format="json"
     )
     assert response.status_code == 204, response.content
-
-
-def read(actor: Actor, zarr_id: str, path: str, **headers: str) -> Any:
-    response = actor.client.get(f"/zarr/{zarr_id}/{path}", **headers)
-    if response.status_code in (200, 206):
-        response.body = b"".join(response.streaming_content)
-    return response
-
-
-def state_of(actor: Actor, zarr_id: str) -> dict[str, bytes]:
-    """Every file of an archive (or version) and its bytes, read through ``/zarr/``."""
-    listing = actor.client.get(f"/api/zarr/{zarr_id}/files/", {"recursive": "true"}).json()
-    found = {}
-    for entry in listing["results"]:
-        response = read(actor, zarr_id, entry["path"])
-        assert response.status_code == 200, (entry, response.content)
-        assert md5(response.body) == entry["digest"] == response["ETag"].strip('"')
-        found[entry["path"]] = response.body
-    return found
 
 
 def checksum_of(files: dict[str, bytes]) -> str:

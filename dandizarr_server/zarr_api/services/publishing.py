@@ -4,6 +4,8 @@ store keeps what the draft later replaces (object versioning), and FileHistory r
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -16,15 +18,18 @@ from dandizarr_server.zarr_api.models import (
     Asset,
     Batch,
     Dandiset,
+    StorageVersioning,
     Version,
     ZarrArchive,
 )
 from dandizarr_server.zarr_api.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.services.url_lifetimes import publish_possible_after
 from dandizarr_server.zarr_api.storage import get_store
 
 
-def storage_versioning_ensure() -> None:
-    """Versions need the store to keep replaced objects: turn that on before the first one."""
+def storage_versioning_since() -> datetime:
+    """Versions need the store to keep replaced objects: on before the first one. Since when
+    it has been (first seen on now, if this service did not turn it on itself)."""
     store = get_store()
     try:
         if not store.versioning_enabled():
@@ -33,13 +38,17 @@ def storage_versioning_ensure() -> None:
         raise ServiceUnavailable(
             f"cannot publish: storage cannot keep object versions ({error})"
         ) from error
+    record = StorageVersioning.objects.order_by("pk").first()
+    if record is None:
+        record = StorageVersioning.objects.create(since=timezone.now())
+    return record.since
 
 
 def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:
     """Copy the draft into a new read-only version; each of its zarr archives gets a version
     (its tree as of its applied batches; an upload still open goes into the next one)."""
     require_writer(user, dandiset)
-    storage_versioning_ensure()
+    versioning_since = storage_versioning_since()
     with transaction.atomic():
         dandiset = Dandiset.objects.select_for_update().get(pk=dandiset.pk)
         draft = Version.objects.get(dandiset=dandiset, version=Version.DRAFT)
@@ -57,6 +66,15 @@ def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:
             raise Conflict(
                 "cannot publish while checksums are pending or files are being deleted in zarr "
                 f"archive(s) {', '.join(str(z) for z in sorted(set(busy)))}; try again shortly"
+            )
+        possible_after = publish_possible_after(archives, versioning_since)
+        if possible_after is not None:
+            raise Conflict(
+                f"cannot publish before {possible_after:%Y-%m-%dT%H:%M:%SZ}: upload URLs issued "
+                "before storage kept object versions may be used until then (storage cannot "
+                "revoke them), and each ended batch's files are then checked against the "
+                "checksum tree",
+                publish_possible_after=possible_after.isoformat(),
             )
         now = timezone.now()
         name = f"0.{now:%y%m%d.%H%M%S}"

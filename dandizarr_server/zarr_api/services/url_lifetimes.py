@@ -5,9 +5,11 @@ there is nothing to wait for."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Max
 from django.utils import timezone
 
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
@@ -41,3 +43,38 @@ def reconcile_when_urls_expire(archive: ZarrArchive, batch: Batch) -> None:
     if presigned_puts_revocable():
         return
     batch.reconcile_after = quiet_after(archive, timezone.now())
+
+
+def publish_possible_after(
+    archives: Sequence[ZarrArchive], versioning_since: datetime
+) -> datetime | None:
+    """None when the archives' versions can be made now; else when they can.
+
+    A version's bytes are the tree's, found among the objects storage kept. Storage kept
+    nothing before ``versioning_since``: an upload URL issued before then may have replaced
+    bytes the tree names, for good. Until every such URL has expired and its batch was
+    reconciled (the tree then says what storage holds), publishing waits, as it did when
+    publishing froze archives. Afterwards a replay only replaces objects storage keeps."""
+    now = timezone.now()
+    lifetime = timedelta(
+        seconds=settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+        + settings.DANDIZARR_RECONCILE_MARGIN_SECONDS
+        + settings.DANDIZARR_RECONCILE_SWEEP_SECONDS
+    )
+    if (
+        versioning_since + lifetime < now
+        and not Batch.objects.filter(
+            archive__in=archives, reconcile_after__isnull=False, completed__lt=versioning_since
+        ).exists()
+    ):
+        return None
+    times = [quiet_after(a, now) for a in archives]
+    times = [t for t in times if t > now]
+    latest = Batch.objects.filter(archive__in=archives, reconcile_after__isnull=False).aggregate(
+        latest=Max("reconcile_after")
+    )["latest"]
+    if latest is not None:
+        # A due reconciliation runs within the sweep's interval.
+        sweep = timedelta(seconds=settings.DANDIZARR_RECONCILE_SWEEP_SECONDS)
+        times.append(max(latest, now) + sweep)
+    return max(times) if times else None
