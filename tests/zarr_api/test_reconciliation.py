@@ -2,24 +2,23 @@
 batch ended does change storage, so it must not go unnoticed. SeaweedFS, a real S3 server that
 enforces URL expiry: once the URLs have expired, the sweep reconciles every ended batch's keys
 with storage, repairs the tree to what storage holds and records the drift on the archive.
-Publishing waits for that (409 naming when) while storage has not kept object versions for
-longer than the URLs live; once it has, a replay can replace no byte a version reads, and a
-version published before the repair stays what its tree was.
+Publishing waits for that (409 naming when) while URLs issued before storage kept object
+versions may be replayed; once storage keeps them, a replay can replace no byte a version
+reads, and a version published before the repair stays what its tree was.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
-from dandizarr_server.zarr_api.models import Batch, StorageVersioning
+from dandizarr_server.zarr_api.models import Batch
+from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
 from dandizarr_server.zarr_api.services.reconciliation import batch_reconcile, due_batches_reconcile
-from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import (
     Actor,
     batch_start_urls,
@@ -114,8 +113,7 @@ def test_replays_are_found_once_the_urls_expire_and_publish_waits(
 def test_once_storage_keeps_versions_a_replay_never_changes_a_version(
     owner: Actor, dandiset: str, archive: str
 ) -> None:
-    get_store().enable_versioning()
-    StorageVersioning.objects.create(since=timezone.now() - timedelta(days=1))
+    storage_versioning_since()  # as ensure_bucket does at deployment
     assert upload(owner.client, archive, {"over": b"v1"}).status_code == 200
     second = batch_start_urls(owner, archive, {"over": b"v2"})
     assert put(second["over"], b"v2").status_code == 200

@@ -11,15 +11,19 @@ from typing import Any
 import pytest
 
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.services.audit import archive_audit
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
+from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, expected_checksum, md5, upload
-from tests.support.versions import publish, read, state_of
+from tests.support.versions import add_asset, publish, read, state_of, versions
 
 
 @pytest.fixture(params=["local", "seaweedfs"])
 def versioned_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A store keeping object versions from the start, as ``ensure_bucket`` sets one up."""
     request.getfixturevalue(f"{request.param}_storage")
+    storage_versioning_since()
     yield request.param
 
 
@@ -216,3 +220,26 @@ def test_garbage_collection_deletes_exactly_what_nothing_references(
     assert shown["held_bytes"] == report.held_bytes and shown["dry_run"] is False
     # A second run has nothing left to do (it is resumable: the same rule, run again).
     assert archive_garbage_collect(archive, dry_run=False).reclaimed_objects == 0
+
+
+def test_an_audit_repair_changes_the_draft_only_and_checks_every_version(
+    owner: Actor, dandiset: str, versioned_backend: str
+) -> None:
+    zarr_id = create_archive(owner, dandiset, "a.zarr", layout="loose")
+    add_asset(owner, dandiset, zarr_id, "a.zarr")
+    assert upload(owner.client, zarr_id, STATE_1).status_code == 200
+    publish(owner, dandiset)
+    (v1,) = versions(owner, zarr_id)
+    # Writes behind the service: a file deleted, another changed, one added.
+    store = get_store()
+    store.delete(f"zarr/{zarr_id}/a/y")
+    store.put(f"zarr/{zarr_id}/keep", b"changed behind")
+    store.put(f"zarr/{zarr_id}/a/b/extra", b"extra")
+    report = archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
+    assert report.drift and report.versions_mismatched == []
+    draft = dict(STATE_1, keep=b"changed behind", **{"a/b/extra": b"extra"})
+    del draft["a/y"]
+    assert state_of(owner, zarr_id) == draft
+    assert state_of(owner, v1["zarr_id"]) == STATE_1
+    again = archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
+    assert not again.drift

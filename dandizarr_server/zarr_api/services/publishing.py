@@ -28,8 +28,9 @@ from dandizarr_server.zarr_api.storage import get_store
 
 
 def storage_versioning_since() -> datetime:
-    """Versions need the store to keep replaced objects: on before the first one. Since when
-    it has been (first seen on now, if this service did not turn it on itself)."""
+    """Versions need the store to keep replaced objects: on before the first one (``manage.py
+    ensure_bucket`` turns it on at deployment). Since when it has been: recorded when this
+    service turned it on or first saw it on."""
     store = get_store()
     try:
         if not store.versioning_enabled():

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
@@ -61,10 +61,13 @@ def publish_possible_after(
         + settings.DANDIZARR_RECONCILE_MARGIN_SECONDS
         + settings.DANDIZARR_RECONCILE_SWEEP_SECONDS
     )
+    # URLs issued before then are those of batches started before then: still open, or ended
+    # and not yet reconciled.
+    issued_before = Batch.objects.filter(archive__in=archives, created__lt=versioning_since)
     if (
         versioning_since + lifetime < now
-        and not Batch.objects.filter(
-            archive__in=archives, reconcile_after__isnull=False, completed__lt=versioning_since
+        or not issued_before.filter(
+            Q(state=Batch.State.OPEN) | Q(reconcile_after__isnull=False)
         ).exists()
     ):
         return None

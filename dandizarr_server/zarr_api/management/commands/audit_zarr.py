@@ -45,7 +45,9 @@ class Command(BaseCommand):
                     f"deleted {len(report.stale_checksum_files_deleted)} stale .checksum file(s); "
                     f"corrupted members: {[c['path'] for c in report.corrupted_members]}; "
                     f"deleted {len(report.stale_loose_copies_deleted)} stale loose copies and "
-                    f"{len(report.orphan_shards_deleted)} orphan shard object(s)"
+                    f"{len(report.orphan_shards_deleted)} orphan shard object(s); "
+                    f"versions whose tree differs from their checksum: "
+                    f"{report.versions_mismatched}"
                 )
             else:
                 self.stdout.write(f"{archive.zarr_id}: ok {report.checksum_after}")
