@@ -46,7 +46,7 @@ from dandizarr.objectstore.local_files import (
     trusted_meta,
 )
 from dandizarr.objectstore.local_listing import walk_keys
-from dandizarr.objectstore.local_versions import RetainedVersions
+from dandizarr.objectstore.local_versions import VERSIONS_DIRECTORY, RetainedVersions
 from dandizarr.objectstore.versions import ObjectVersion
 
 __all__ = ["TEMP_PREFIX", "BadDigest", "InvalidKey", "LocalObjectStore", "resolve_range"]
@@ -69,9 +69,7 @@ class LocalObjectStore(ObjectStore):
         # empty file under the new name). Tests may turn it off for speed.
         self.fsync = fsync
         # Replaced objects, once versioning is enabled (dandizarr.objectstore.local_versions).
-        self.retained = RetainedVersions(
-            self.root.with_name(self.root.name + ".versions"), self.root
-        )
+        self.retained = RetainedVersions(self.root / VERSIONS_DIRECTORY, self.root)
 
     def __repr__(self) -> str:
         return f"LocalObjectStore(root={str(self.root)!r}, public_url={self.public_url!r})"

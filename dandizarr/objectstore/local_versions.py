@@ -1,7 +1,8 @@
 """Noncurrent versions for ``LocalObjectStore`` (dandizarr.objectstore.versions).
 
-Once versioning is enabled, an object about to be overwritten or deleted is kept first: a hard
-link (no byte copied) at ``<versions root>/<key>/.dandizarr-v-<md5>``. Its version id is its md5
+Once versioning is enabled (the directory ``<root>/.dandizarr-versions`` exists: a reserved name,
+never listed), an object about to be overwritten or deleted is kept first: a hard link (no byte
+copied) at ``<root>/.dandizarr-versions/<key>/.dandizarr-v-<md5>``. Its version id is its md5
 (two replaced versions with one content are one version), its modification time the moment it
 was replaced. The current object of a key is its version too, with the same id rule.
 """
@@ -21,7 +22,7 @@ from dandizarr.objectstore.local_files import info_of_open, key_segments
 from dandizarr.objectstore.versions import ObjectVersion
 
 VERSION_PREFIX = RESERVED_PREFIX + "v-"
-ENABLED_MARKER = RESERVED_PREFIX + "versioning-enabled"
+VERSIONS_DIRECTORY = RESERVED_PREFIX + "versions"
 
 
 class RetainedVersions:
@@ -31,11 +32,10 @@ class RetainedVersions:
 
     @property
     def enabled(self) -> bool:
-        return (self.root / ENABLED_MARKER).exists()
+        return self.root.is_dir()
 
     def enable(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / ENABLED_MARKER).touch()
 
     def path(self, key: str, version_id: str) -> Path:
         return self.root.joinpath(*key_segments(key), VERSION_PREFIX + version_id)

@@ -70,6 +70,9 @@ ROUTES = {
     "zarr-batch": PRIVATE,
     "zarr-file": PRIVATE,
     "zarr-path": PRIVATE,
+    "zarr-versions": PRIVATE,
+    "zarr-version": PRIVATE,
+    "zarr-version-changes": PRIVATE,
     "page-home": LISTS,
     "dandiset-list": LISTS,
     "zarr-list": LISTS,
@@ -93,6 +96,7 @@ ABSENT = {
     "path": "img/0.0",
     "key": "img/0.0",
     "storage_key": "zarr/00000000-0000-4000-8000-000000000000/img/0.0",
+    "number": "1",
 }
 # Methods a stranger tries on a private route: every one must be the absent row's 404.
 METHODS = ("get", "head", "post", "put", "delete")
@@ -145,6 +149,7 @@ def private(owner: Actor, s3_storage: str) -> dict[str, str]:
         "path": "img/0.0",
         "key": "img/0.0",
         "storage_key": f"zarr/{zarr_id}/img/0.0",
+        "number": "1",
     }
 
 

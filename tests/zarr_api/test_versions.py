@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from rest_framework.test import APIClient
 
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.services.audit import archive_audit
@@ -243,3 +244,26 @@ def test_an_audit_repair_changes_the_draft_only_and_checks_every_version(
     assert state_of(owner, v1["zarr_id"]) == STATE_1
     again = archive_audit(ZarrArchive.objects.get(zarr_id=zarr_id))
     assert not again.drift
+
+
+def test_a_private_archive_version_is_absent_to_strangers(
+    owner: Actor, stranger: Actor, versioned_backend: str
+) -> None:
+    created = owner.client.post("/api/dandisets/?embargo=true", {"name": "p"}, format="json")
+    identifier = created.json()["identifier"]
+    zarr_id = create_archive(owner, identifier, "p.zarr", layout="loose")
+    add_asset(owner, identifier, zarr_id, "p.zarr")
+    assert upload(owner.client, zarr_id, {"secret": b"s"}).status_code == 200
+    publish(owner, identifier)
+    (version,) = versions(owner, zarr_id)
+    for reader in (stranger.client, APIClient()):
+        for url in (
+            f"/zarr/{version['zarr_id']}/secret",
+            f"/api/zarr/{version['zarr_id']}/",
+            f"/api/zarr/{version['zarr_id']}/files/",
+            f"/api/zarr/{version['zarr_id']}/manifest.json",
+            f"/api/zarr/{zarr_id}/versions/",
+        ):
+            response = reader.get(url)
+            assert response.status_code == 404, (url, response.status_code)
+    assert read(owner, version["zarr_id"], "secret").body == b"s"
