@@ -1,8 +1,10 @@
 """Rate limits of the expensive reads: previews, archive and tree pages, /zarr/ directory
 listings, manifests. Anonymous visitors are counted per address, users per account, with
 DRF's throttles (their counts live in Django's cache) and rates from the settings
-(``DANDIZARR_THROTTLE_ANON``, ``DANDIZARR_THROTTLE_USER``). Chunk reads are not limited:
-a viewer such as Neuroglancer makes thousands of them, and each is one storage read.
+(``DANDIZARR_THROTTLE_ANON``, ``DANDIZARR_THROTTLE_USER``); an address is what
+``dandizarr_server.client_address`` says (never a client's own ``X-Forwarded-For``).
+Chunk reads are not limited: a viewer such as Neuroglancer makes thousands of them, and each
+is one storage read.
 
 The API's views list ``EXPENSIVE_READ_THROTTLES``; the pages and ``/zarr/`` are plain Django
 views and go through ``throttled``. Over the limit: 429 with ``Retry-After`` and a detail.
@@ -19,9 +21,13 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, BaseThrottle, UserRateThrottle
 
+from dandizarr_server.client_address import client_address
 
-class _LiveRate:
-    """The rate as the settings say now (DRF's throttles read theirs once, at import)."""
+
+class LiveRate:
+    """The rate as the settings say now (DRF's throttles read theirs once, at import), per
+    address as ``client_address`` has it (DRF's own ``get_ident`` believes any
+    ``X-Forwarded-For``)."""
 
     scope: str
 
@@ -29,12 +35,15 @@ class _LiveRate:
         rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
         return None if rate is None else str(rate)
 
+    def get_ident(self, request: HttpRequest) -> str:
+        return client_address(request)
 
-class AnonExpensiveReadThrottle(_LiveRate, AnonRateThrottle):
+
+class AnonExpensiveReadThrottle(LiveRate, AnonRateThrottle):
     scope = "expensive_anon"
 
 
-class UserExpensiveReadThrottle(_LiveRate, UserRateThrottle):
+class UserExpensiveReadThrottle(LiveRate, UserRateThrottle):
     scope = "expensive_user"
 
 
