@@ -1,12 +1,14 @@
 """Rate limits of the expensive reads: previews, archive and tree pages, /zarr/ directory
-listings, manifests. Anonymous visitors are counted per address, users per account, with
-DRF's throttles (their counts live in Django's cache) and rates from the settings
+listings, manifests, recursive file listings (the API's ``files/?recursive=true`` and the
+DANDI ``files/?prefix=`` listing). Anonymous visitors are counted per address, users per
+account, with DRF's throttles (their counts live in Django's cache) and rates from the settings
 (``DANDIZARR_THROTTLE_ANON``, ``DANDIZARR_THROTTLE_USER``); an address is what
 ``dandizarr_server.client_address`` says (never a client's own ``X-Forwarded-For``).
 Chunk reads are not limited: a viewer such as Neuroglancer makes thousands of them, and each
 is one storage read.
 
-The API's views list ``EXPENSIVE_READ_THROTTLES``; the pages and ``/zarr/`` are plain Django
+The API's views list ``EXPENSIVE_READ_THROTTLES`` (or ``expensive_read_throttles`` when only
+some of their requests are expensive); the pages and ``/zarr/`` are plain Django
 views and go through ``throttled``. Over the limit: 429 with ``Retry-After`` and a detail.
 """
 
@@ -51,6 +53,14 @@ EXPENSIVE_READ_THROTTLES: list[type[BaseThrottle]] = [
     AnonExpensiveReadThrottle,
     UserExpensiveReadThrottle,
 ]
+
+
+def expensive_read_throttles(request: HttpRequest, expensive: bool) -> list[BaseThrottle]:
+    """An API view's ``get_throttles()`` when only some of its requests are expensive reads
+    (recursive listings): the expensive-read limits for a GET or HEAD that is one."""
+    if expensive and request.method in ("GET", "HEAD"):
+        return [throttle() for throttle in EXPENSIVE_READ_THROTTLES]
+    return []
 
 
 def too_many_requests(wait: float | None) -> JsonResponse:

@@ -174,3 +174,30 @@ def test_expensive_reads_are_rate_limited(bombs: str, settings: Any) -> None:
     assert "too many requests" in limited.json()["detail"]
     # Chunk reads are never limited (viewers make thousands).
     assert client.get(f"/zarr/{bombs}/fine/0.0").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [
+        "/api/zarr/{id}/files/?recursive=true",
+        "/api/zarr/{id}/files/?recursive=true&urls=true",
+        "/api/zarr/{id}/files/?prefix=",  # the DANDI listing: every file with the prefix
+        "/api/zarr/{id}/files?recursive=1",
+    ],
+)
+def test_recursive_listings_are_rate_limited(bombs: str, settings: Any, listing: str) -> None:
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"expensive_anon": "3/min", "expensive_user": "3/min"},
+    }
+    client = Client()
+    url = listing.format(id=bombs)
+    answers = [client.get(url).status_code for _ in range(4)]
+    assert answers == [200, 200, 200, 429]
+    limited = client.get(url)
+    assert int(limited["Retry-After"]) >= 1
+    assert "throttled" in limited.json()["detail"].lower()
+    # One directory's listing and a file's download are not limited.
+    assert client.get(f"/api/zarr/{bombs}/files/fine").status_code == 200
+    download = client.get(f"/api/zarr/{bombs}/files/?prefix=fine/.zarray&download=true")
+    assert download.status_code == 302
