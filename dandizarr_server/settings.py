@@ -338,10 +338,11 @@ DANDIZARR_SHARD_COMPACT_PERCENT = env_int("DANDIZARR_SHARD_COMPACT_PERCENT", 50)
 # about 200 bytes each, so the default holds the service near 40 MB of them.
 DANDIZARR_LISTING_CACHE_ENTRIES = env_int("DANDIZARR_LISTING_CACHE_ENTRIES", 200_000)
 
-# Previews (archive pages): render threads, renders waiting beyond them (then 503), and the
-# time one render may read for.
+# Previews (archive pages): render threads, renders waiting beyond them (then 503), how long
+# one waits for a render thread (then 503), and the time one render may read for.
 DANDIZARR_PREVIEW_WORKERS = env_int("DANDIZARR_PREVIEW_WORKERS", 2)
 DANDIZARR_PREVIEW_QUEUE = env_int("DANDIZARR_PREVIEW_QUEUE", 4)
+DANDIZARR_PREVIEW_WAIT_SECONDS = env_int("DANDIZARR_PREVIEW_WAIT_SECONDS", 10)
 DANDIZARR_PREVIEW_SECONDS = env_int("DANDIZARR_PREVIEW_SECONDS", 5)
 
 # Tests only: kill the process at this named step (dandizarr_server.zarr_api.crash.crash_point).

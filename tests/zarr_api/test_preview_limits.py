@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import zlib
 from typing import Any
 
@@ -152,6 +153,34 @@ def test_a_busy_renderer_answers_503(bombs: str, settings: Any) -> None:
         release.set()
         busy.join(10)
     assert _preview(bombs, "fine").status_code == 200  # not cached as a failure
+
+
+def test_a_queued_preview_waits_no_longer_than_the_setting(bombs: str, settings: Any) -> None:
+    settings.DANDIZARR_PREVIEW_WORKERS = 1
+    settings.DANDIZARR_PREVIEW_QUEUE = 1  # a place in the queue, but the thread stays taken
+    settings.DANDIZARR_PREVIEW_WAIT_SECONDS = 1
+    hold, release = threading.Event(), threading.Event()
+
+    def occupy() -> None:
+        hold.set()
+        release.wait(30)
+
+    busy = threading.Thread(target=render_pool.render, args=(occupy,))
+    busy.start()
+    threading.Timer(8, release.set).start()  # before: the request waited for this
+    try:
+        assert hold.wait(10)
+        started = time.monotonic()
+        response = _preview(bombs, "fine")
+        waited = time.monotonic() - started
+        assert response.status_code == 503
+        assert 1 <= waited < 4
+        assert int(response["Retry-After"]) >= 1
+        assert "busy" in response.json()["detail"]
+    finally:
+        release.set()
+        busy.join(10)
+    assert _preview(bombs, "fine").status_code == 200  # its place was given back
 
 
 def test_expensive_reads_are_rate_limited(bombs: str, settings: Any) -> None:
