@@ -230,3 +230,50 @@ def test_recursive_listings_are_rate_limited(bombs: str, settings: Any, listing:
     assert client.get(f"/api/zarr/{bombs}/files/fine").status_code == 200
     download = client.get(f"/api/zarr/{bombs}/files/?prefix=fine/.zarray&download=true")
     assert download.status_code == 302
+
+
+def _v3(codecs: list[Any], shape: tuple[int, int] = (64, 64)) -> bytes:
+    return json.dumps(
+        {
+            "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": "uint8",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(shape)}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": codecs,
+        }
+    ).encode()  # fmt: skip
+
+
+def _sharding(inner: list[Any], chunk_shape: tuple[int, int] = (32, 32)) -> dict[str, Any]:
+    return {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": list(chunk_shape),
+            "codecs": inner,
+            "index_codecs": [{"name": "bytes"}, {"name": "crc32c"}],
+            "index_location": "end",
+        },
+    }
+
+
+def test_codecs_around_the_sharding_codec_are_refused_with_a_reason(
+    owner: Actor, zarr_id: str
+) -> None:
+    gzip = {"name": "gzip", "configuration": {"level": 9}}
+    chains = {
+        # Compression outside the shard: the whole shard would be decompressed unbounded.
+        "outside": [_sharding([{"name": "bytes"}]), gzip],
+        "transposed": [
+            {"name": "transpose", "configuration": {"order": [1, 0]}},
+            _sharding([{"name": "bytes"}]),
+        ],
+        "nested": [_sharding([_sharding([{"name": "bytes"}], (16, 16)), gzip])],
+    }
+    files = {f"{name}/zarr.json": _v3(codecs) for name, codecs in chains.items()}
+    files |= {f"{name}/c/0/0": gzip_bomb() for name in chains}
+    assert upload(owner.client, zarr_id, files).status_code == 200
+    for name in chains:
+        refused = _preview(zarr_id, name)
+        assert refused.status_code == 404, name
+        assert "sharding_indexed is not its chain's only codec" in refused.content.decode(), name
+    page = Client().get(f"/archives/{zarr_id}/")
+    assert page.status_code == 200
+    assert page.content.count(b"sharding_indexed is not its chain&#x27;s only codec") == 3

@@ -23,7 +23,7 @@ from dandizarr.sharding.array_metadata import (
     parse_fill_value,
 )
 from dandizarr.sharding.codec_registry import pipeline_from_json
-from dandizarr.sharding.codecs.base import ArraySpec
+from dandizarr.sharding.codecs.base import ArraySpec, CodecJSON, codec_name_config
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
 from dandizarr_server.zarr_api.tree import CachedTree
 
@@ -213,7 +213,27 @@ def plane_read_cost(metadata: ArrayMetadata) -> tuple[int, int]:
     return chunks, chunks * math.prod(chunk) * metadata.dtype.itemsize
 
 
+def _sharding_problem(codecs: Sequence[CodecJSON]) -> str | None:
+    """Why a chain with ``sharding_indexed`` is not previewed: the sharding codec must be its
+    chain's only codec, at every level. With codecs around it (a transpose before it, gzip or
+    zstd after it: compression outside the shard) a read is no longer of the plane's inner
+    chunks but of whole shards, decoded (decompressed) whole before any index is seen."""
+    names = [codec_name_config(codec)[0] for codec in codecs]
+    if "sharding_indexed" not in names:
+        return None
+    if len(names) > 1:
+        others = ", ".join(name for name in names if name != "sharding_indexed")
+        return (
+            f"sharding_indexed is not its chain's only codec ({others} around it): whole "
+            "shards would be decoded, which a preview does not do"
+        )
+    inner = codec_name_config(codecs[0])[1].get("codecs")
+    return _sharding_problem(inner) if isinstance(inner, list) else None
+
+
 def _plane_problem(metadata: ArrayMetadata) -> str | None:
+    if problem := _sharding_problem(metadata.codecs):
+        return problem
     if len(metadata.shape) < 2:
         return f"a {len(metadata.shape)}-D array has no plane to draw"
     if metadata.dtype.kind not in "biufc":
