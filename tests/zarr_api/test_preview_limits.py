@@ -15,6 +15,7 @@ import zlib
 from typing import Any
 
 import numcodecs
+import numpy as np
 import pytest
 import zstandard
 from django.test import Client
@@ -70,7 +71,7 @@ def test_codecs_refuse_a_chunk_larger_than_its_array_says(codec: Any, bomb: Any)
     assert bytes(codec.decode(codec.encode(honest), CHUNK_BYTES)) == honest
 
 
-def _v2(compressor: dict[str, Any]) -> bytes:
+def _v2(compressor: dict[str, Any] | None) -> bytes:
     return json.dumps(
         {
             "zarr_format": 2, "shape": [64, 64], "chunks": [64, 64], "dtype": "|u1",
@@ -112,10 +113,13 @@ def test_attack_files_get_a_clear_no_preview(bombs: str) -> None:
     grid = _preview(bombs, "grid")
     assert grid.status_code == 404
     assert "spans 4194304 chunks, more than a preview reads" in grid.content.decode()
-    for array in ("zstd", "gzip"):
-        refused = _preview(bombs, array)
-        assert refused.status_code == 404, array
-        assert f"more than {CHUNK_BYTES} bytes" in refused.content.decode(), array
+    zstd = _preview(bombs, "zstd")  # a few KB: read, and refused by its declared size
+    assert zstd.status_code == 404
+    assert f"more than {CHUNK_BYTES} bytes" in zstd.content.decode()
+    # 64 KB: longer than any gzip encoding of a 4 KiB chunk, refused before it is decompressed
+    gzip = _preview(bombs, "gzip")
+    assert gzip.status_code == 404
+    assert "larger than any encoding of it by its codecs could be" in gzip.content.decode()
     fine = _preview(bombs, "fine")
     assert fine.status_code == 200 and fine["Content-Type"] == "image/png"
     page = Client().get(f"/archives/{bombs}/")
@@ -277,3 +281,22 @@ def test_codecs_around_the_sharding_codec_are_refused_with_a_reason(
     page = Client().get(f"/archives/{zarr_id}/")
     assert page.status_code == 200
     assert page.content.count(b"sharding_indexed is not its chain&#x27;s only codec") == 3
+
+
+def test_a_chunk_larger_than_any_encoding_of_it_is_refused_unread(
+    owner: Actor, zarr_id: str
+) -> None:
+    # 64 x 64 uint8 chunks: 4 KiB raw, a little more compressed at worst; these objects are
+    # junk of 8 MiB (random bytes: no codec's output for such a chunk).
+    junk = np.random.default_rng(0).bytes(8 << 20)
+    files = {
+        "zstd/.zarray": _v2({"id": "zstd", "level": 3}),
+        "zstd/0.0": junk,
+        "raw/.zarray": _v2(None),
+        "raw/0.0": junk,
+    }
+    assert upload(owner.client, zarr_id, files).status_code == 200
+    for array in ("zstd", "raw"):
+        refused = _preview(zarr_id, array)
+        assert refused.status_code == 404, array
+        assert "larger than any encoding of it by its codecs could be" in refused.content.decode()
