@@ -236,7 +236,7 @@ def test_recursive_listings_are_rate_limited(bombs: str, settings: Any, listing:
     assert download.status_code == 302
 
 
-def _v3(codecs: list[Any], shape: tuple[int, int] = (64, 64)) -> bytes:
+def _v3(codecs: list[Any], shape: tuple[int, ...] = (64, 64)) -> bytes:
     return json.dumps(
         {
             "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": "uint8",
@@ -246,7 +246,7 @@ def _v3(codecs: list[Any], shape: tuple[int, int] = (64, 64)) -> bytes:
     ).encode()  # fmt: skip
 
 
-def _sharding(inner: list[Any], chunk_shape: tuple[int, int] = (32, 32)) -> dict[str, Any]:
+def _sharding(inner: list[Any], chunk_shape: tuple[int, ...] = (32, 32)) -> dict[str, Any]:
     return {
         "name": "sharding_indexed",
         "configuration": {
@@ -300,3 +300,23 @@ def test_a_chunk_larger_than_any_encoding_of_it_is_refused_unread(
         refused = _preview(zarr_id, array)
         assert refused.status_code == 404, array
         assert "larger than any encoding of it by its codecs could be" in refused.content.decode()
+
+
+def test_shard_indexes_count_toward_the_preview_budget(owner: Actor, zarr_id: str) -> None:
+    # One 64 x 64 inner chunk of the middle plane (4 KiB), but its shard's index has an entry
+    # for each of 4,194,304 inner chunks: 64 MiB read before any chunk.
+    deep = json.loads(_v3([_sharding([{"name": "bytes"}], (1, 64, 64))], (1 << 22, 64, 64)))
+    # 1,024 inner chunks in the plane, each in its own shard: 2,048 reads.
+    many = json.loads(_v3([_sharding([{"name": "bytes"}], (1, 64, 64))], (2, 2048, 2048)))
+    many["chunk_grid"]["configuration"]["chunk_shape"] = [2, 64, 64]
+    files = {
+        "deep/zarr.json": json.dumps(deep).encode(),
+        "many/zarr.json": json.dumps(many).encode(),
+    }
+    assert upload(owner.client, zarr_id, files).status_code == 200
+    deep_answer = _preview(zarr_id, "deep")
+    assert deep_answer.status_code == 404
+    assert "chunks and shard indexes hold 64 MiB" in deep_answer.content.decode()
+    many_answer = _preview(zarr_id, "many")
+    assert many_answer.status_code == 404
+    assert "2048 reads (chunks and shard indexes)" in many_answer.content.decode()

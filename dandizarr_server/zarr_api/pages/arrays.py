@@ -24,6 +24,7 @@ from dandizarr.sharding.array_metadata import (
 )
 from dandizarr.sharding.codec_registry import pipeline_from_json
 from dandizarr.sharding.codecs.base import ArraySpec, CodecJSON, codec_name_config
+from dandizarr.sharding.index import as_index_codecs
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
 from dandizarr_server.zarr_api.tree import CachedTree
 
@@ -31,10 +32,11 @@ from dandizarr_server.zarr_api.tree import CachedTree
 MAX_DIRECTORIES = 200
 MAX_ARRAYS = 24
 # A preview's budget, checked from the metadata before any chunk is read (an anonymous
-# request may ask for one): the chunks its plane spans, the bytes they decode to, and the
-# size of a metadata document read to describe an array. Chunks decode to no more than their
-# array's chunk size (dandizarr.sharding.codecs.compression), and reading stops at the deadline
-# (pages.reader.ArchiveFiles).
+# request may ask for one): the chunks its plane spans and the storage reads it makes (chunks,
+# and a sharded array's shard indexes), the bytes the chunks decode to plus the shard indexes
+# read, and the size of a metadata document read to describe an array. Chunks decode to no
+# more than their array's chunk size (dandizarr.sharding.codecs.compression), and reading
+# stops at the deadline (pages.reader.ArchiveFiles).
 MAX_PREVIEW_CHUNKS = 1024
 MAX_PREVIEW_DECODED_BYTES = 64 << 20
 MAX_METADATA_BYTES = 1 << 20
@@ -193,24 +195,45 @@ def describe(path: str, name: str, raw: bytes) -> ArrayInfo | None:
     )  # fmt: skip
 
 
-def _read_chunk_shape(metadata: ArrayMetadata) -> tuple[int, ...]:
-    """The chunks a plane read decodes: a sharded array's inner chunks, else its chunks."""
+@dataclass(frozen=True)
+class ReadGeometry:
+    """How a plane read reads: the chunks it decodes (a sharded array's inner chunks, else its
+    chunks), and for a sharded array each shard's index, read once per shard it touches."""
+
+    chunk: tuple[int, ...]  # the chunks decoded
+    shard: tuple[int, ...] | None  # the stored objects holding them, when sharded
+    index_bytes: int  # one shard's index (0: not sharded)
+
+
+def read_geometry(metadata: ArrayMetadata) -> ReadGeometry:
     shape = metadata.chunk_shape
     for codec in metadata.codecs:
-        if isinstance(codec, Mapping) and codec.get("name") == "sharding_indexed":
-            inner = (codec.get("configuration") or {}).get("chunk_shape")
-            if isinstance(inner, list) and len(inner) == len(shape):
-                shape = tuple(int(n) for n in inner)
-    return shape
+        name, config = codec_name_config(codec)
+        if name != "sharding_indexed":
+            continue
+        inner = config.get("chunk_shape")
+        if isinstance(inner, list) and len(inner) == len(shape) and all(inner):
+            inner_shape = tuple(int(n) for n in inner)
+            per_shard = [s // c for s, c in zip(shape, inner_shape, strict=True)]
+            index_codecs = as_index_codecs(config.get("index_codecs"))
+            return ReadGeometry(inner_shape, shape, index_codecs.nbytes(per_shard))
+    return ReadGeometry(shape, None, 0)
 
 
-def plane_read_cost(metadata: ArrayMetadata) -> tuple[int, int]:
-    """(chunks, decoded bytes) a read of the middle plane costs, from the metadata alone."""
-    chunk = _read_chunk_shape(metadata)
-    chunks = math.prod(
-        -(-n // max(c, 1)) for n, c in zip(metadata.shape[-2:], chunk[-2:], strict=True)
-    )
-    return chunks, chunks * math.prod(chunk) * metadata.dtype.itemsize
+def plane_read_cost(metadata: ArrayMetadata) -> tuple[int, int, int]:
+    """(chunks, reads, bytes) a read of the whole middle plane costs, from the metadata alone:
+    the chunks it decodes; its storage reads (a chunk each, and a sharded array's index once
+    per shard); the bytes those chunks decode to plus the shard indexes read."""
+    geometry = read_geometry(metadata)
+
+    def spanned(block: Sequence[int]) -> int:
+        plane = zip(metadata.shape[-2:], block[-2:], strict=True)
+        return math.prod(-(-n // max(c, 1)) for n, c in plane)
+
+    chunks = spanned(geometry.chunk)
+    shards = spanned(geometry.shard) if geometry.shard is not None else 0
+    decoded = chunks * math.prod(geometry.chunk) * metadata.dtype.itemsize
+    return chunks, chunks + shards, decoded + shards * geometry.index_bytes
 
 
 def _sharding_problem(codecs: Sequence[CodecJSON]) -> str | None:
@@ -240,11 +263,19 @@ def _plane_problem(metadata: ArrayMetadata) -> str | None:
         return f"data type {metadata.dtype} is not numeric"
     if 0 in metadata.shape:
         return "the array is empty"
-    chunks, decoded = plane_read_cost(metadata)
+    chunks, reads, read_bytes = plane_read_cost(metadata)
     if chunks > MAX_PREVIEW_CHUNKS:
         return f"its middle plane spans {chunks} chunks, more than a preview reads"
-    if decoded > MAX_PREVIEW_DECODED_BYTES:
-        return f"its middle plane's chunks hold {decoded >> 20} MiB, more than a preview reads"
+    if reads > MAX_PREVIEW_CHUNKS:
+        return (
+            f"its middle plane takes {reads} reads (chunks and shard indexes), more than a "
+            "preview makes"
+        )
+    if read_bytes > MAX_PREVIEW_DECODED_BYTES:
+        return (
+            f"its middle plane's chunks and shard indexes hold {read_bytes >> 20} MiB, more "
+            "than a preview reads"
+        )
     return None
 
 
