@@ -136,8 +136,8 @@ DANDIZARR_WORKER_METRICS_PORT = env_int("DANDIZARR_WORKER_METRICS_PORT", 0)
 
 # --- Login attempts (django-axes) -------------------------------------------------------------
 # /admin/login/: after DANDIZARR_LOGIN_FAILURE_LIMIT failures an account, and apart from that
-# an address, is locked out for DANDIZARR_LOGIN_COOLOFF_MINUTES (429). The address is the
-# connection's own unless a TLS proxy is trusted (a client could send X-Forwarded-For itself).
+# an address, is locked out for DANDIZARR_LOGIN_COOLOFF_MINUTES (429). The address is the one
+# every per-address limit counts (dandizarr_server.client_address).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -146,7 +146,7 @@ AXES_FAILURE_LIMIT = env_int("DANDIZARR_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("DANDIZARR_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
-AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+AXES_CLIENT_IP_CALLABLE = "dandizarr_server.client_address.client_address"
 # API tokens that do not exist are limited per address too (DANDIZARR_TOKEN_FAILURE_RATE, in
 # REST_FRAMEWORK's throttle rates: dandizarr_server.zarr_api.authentication).
 
@@ -176,14 +176,15 @@ SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 # Served over HTTPS (the public URL says so): cookies only over TLS, and browsers told to
 # come back over TLS only. Behind a TLS proxy, DANDIZARR_TLS_PROXY=1 trusts its
-# X-Forwarded-Proto (only then: a client could send that header itself).
+# X-Forwarded-Proto and the last X-Forwarded-For entry (dandizarr_server.client_address); only
+# then: a client could send those headers itself.
 HTTPS = PUBLIC_URL.startswith("https://")
 SESSION_COOKIE_SECURE = HTTPS
 CSRF_COOKIE_SECURE = HTTPS
 SECURE_HSTS_SECONDS = env_int("DANDIZARR_HSTS_SECONDS", 31536000 if HTTPS else 0)
-if env_bool("DANDIZARR_TLS_PROXY", False):
+DANDIZARR_TLS_PROXY = env_bool("DANDIZARR_TLS_PROXY", False)
+if DANDIZARR_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
 
 ROOT_URLCONF = "dandizarr_server.urls"
 WSGI_APPLICATION = "dandizarr_server.wsgi.application"
@@ -337,10 +338,11 @@ DANDIZARR_SHARD_COMPACT_PERCENT = env_int("DANDIZARR_SHARD_COMPACT_PERCENT", 50)
 # about 200 bytes each, so the default holds the service near 40 MB of them.
 DANDIZARR_LISTING_CACHE_ENTRIES = env_int("DANDIZARR_LISTING_CACHE_ENTRIES", 200_000)
 
-# Previews (archive pages): render threads, renders waiting beyond them (then 503), and the
-# time one render may read for.
+# Previews (archive pages): render threads, renders waiting beyond them (then 503), how long
+# one waits for a render thread (then 503), and the time one render may read for.
 DANDIZARR_PREVIEW_WORKERS = env_int("DANDIZARR_PREVIEW_WORKERS", 2)
 DANDIZARR_PREVIEW_QUEUE = env_int("DANDIZARR_PREVIEW_QUEUE", 4)
+DANDIZARR_PREVIEW_WAIT_SECONDS = env_int("DANDIZARR_PREVIEW_WAIT_SECONDS", 10)
 DANDIZARR_PREVIEW_SECONDS = env_int("DANDIZARR_PREVIEW_SECONDS", 5)
 
 # Tests only: kill the process at this named step (dandizarr_server.zarr_api.crash.crash_point).

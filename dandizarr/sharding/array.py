@@ -25,7 +25,7 @@ from dandizarr.sharding.indexed.in_memory import WriteMode
 from dandizarr.sharding.indexed.index_cache import IndexCache
 from dandizarr.sharding.parallel import parallel_map
 from dandizarr.sharding.regions import ChunkPart, chunk_parts
-from dandizarr.sharding.store import KeyValueStore
+from dandizarr.sharding.store import KeyValueStore, get_bounded
 
 __all__ = ["Array", "sharding_codec"]
 
@@ -237,7 +237,8 @@ class Array:
         if sharding is not None:
             sharding.read_region(self.store, key, part.region, out, cache=self.index_cache)
             return
-        data = self.store.get(key)
+        # A chunk object longer than any encoding of it is refused before it is read whole.
+        data = get_bounded(self.store, key, self.pipeline.max_encoded_size())
         if data is None:
             out[...] = self.fill_value
         else:

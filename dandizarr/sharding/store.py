@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from dandizarr.objectstore import ObjectNotFound, ObjectStore, PreconditionFailed
+from dandizarr.sharding.index import ShardFormatError
 
 
 class VersionMismatch(Exception):
@@ -58,6 +59,22 @@ class KeyValueStore(Protocol):
 
     def list_prefix(self, prefix: str) -> Iterator[str]:
         """Keys starting with ``prefix``, sorted."""
+
+
+def get_bounded(store: KeyValueStore, key: str, limit: int | None) -> bytes | None:
+    """The whole value at ``key`` (None when absent), reading at most ``limit`` + 1 bytes of
+    it: a value longer than ``limit`` (the most an honest encoding of it could be) is refused
+    with ``ShardFormatError`` before the rest of it is read. ``limit`` None: ``get``."""
+    if limit is None:
+        return store.get(key)
+    got = store.get_range(key, 0, limit + 1)
+    if got is None:
+        return None
+    if len(got.data) > limit:
+        raise ShardFormatError(
+            f"{key}: larger than any encoding of it by its codecs could be ({limit} bytes)"
+        )
+    return got.data
 
 
 def _slice(value: bytes, start: int, end: int | None) -> bytes:

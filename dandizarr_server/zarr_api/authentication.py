@@ -20,8 +20,9 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
-from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle
+
+from dandizarr_server.zarr_api.throttles import LiveRate
 
 
 def sends_credentials(request: HttpRequest) -> bool:
@@ -33,14 +34,10 @@ def is_authenticated(request: HttpRequest) -> bool:
     return bool(user is not None and user.is_authenticated)
 
 
-class TokenFailureThrottle(AnonRateThrottle):
+class TokenFailureThrottle(LiveRate, AnonRateThrottle):
     """Tokens that do not exist, counted per address: past the rate, 429 until it falls."""
 
     scope = "token_failures"
-
-    def get_rate(self) -> str | None:
-        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
-        return None if rate is None else str(rate)
 
     def exhausted(self, request: HttpRequest) -> float | None:
         """Seconds to wait while the address is over the rate (nothing counted), else None."""

@@ -1,10 +1,14 @@
 """Rate limits of the expensive reads: previews, archive and tree pages, /zarr/ directory
-listings, manifests. Anonymous visitors are counted per address, users per account, with
-DRF's throttles (their counts live in Django's cache) and rates from the settings
-(``DANDIZARR_THROTTLE_ANON``, ``DANDIZARR_THROTTLE_USER``). Chunk reads are not limited:
-a viewer such as Neuroglancer makes thousands of them, and each is one storage read.
+listings, manifests, recursive file listings (the API's ``files/?recursive=true`` and the
+DANDI ``files/?prefix=`` listing). Anonymous visitors are counted per address, users per
+account, with DRF's throttles (their counts live in Django's cache) and rates from the settings
+(``DANDIZARR_THROTTLE_ANON``, ``DANDIZARR_THROTTLE_USER``); an address is what
+``dandizarr_server.client_address`` says (never a client's own ``X-Forwarded-For``).
+Chunk reads are not limited: a viewer such as Neuroglancer makes thousands of them, and each
+is one storage read.
 
-The API's views list ``EXPENSIVE_READ_THROTTLES``; the pages and ``/zarr/`` are plain Django
+The API's views list ``EXPENSIVE_READ_THROTTLES`` (or ``expensive_read_throttles`` when only
+some of their requests are expensive); the pages and ``/zarr/`` are plain Django
 views and go through ``throttled``. Over the limit: 429 with ``Retry-After`` and a detail.
 """
 
@@ -19,9 +23,13 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, BaseThrottle, UserRateThrottle
 
+from dandizarr_server.client_address import client_address
 
-class _LiveRate:
-    """The rate as the settings say now (DRF's throttles read theirs once, at import)."""
+
+class LiveRate:
+    """The rate as the settings say now (DRF's throttles read theirs once, at import), per
+    address as ``client_address`` has it (DRF's own ``get_ident`` believes any
+    ``X-Forwarded-For``)."""
 
     scope: str
 
@@ -29,12 +37,15 @@ class _LiveRate:
         rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
         return None if rate is None else str(rate)
 
+    def get_ident(self, request: HttpRequest) -> str:
+        return client_address(request)
 
-class AnonExpensiveReadThrottle(_LiveRate, AnonRateThrottle):
+
+class AnonExpensiveReadThrottle(LiveRate, AnonRateThrottle):
     scope = "expensive_anon"
 
 
-class UserExpensiveReadThrottle(_LiveRate, UserRateThrottle):
+class UserExpensiveReadThrottle(LiveRate, UserRateThrottle):
     scope = "expensive_user"
 
 
@@ -42,6 +53,14 @@ EXPENSIVE_READ_THROTTLES: list[type[BaseThrottle]] = [
     AnonExpensiveReadThrottle,
     UserExpensiveReadThrottle,
 ]
+
+
+def expensive_read_throttles(request: HttpRequest, expensive: bool) -> list[BaseThrottle]:
+    """An API view's ``get_throttles()`` when only some of its requests are expensive reads
+    (recursive listings): the expensive-read limits for a GET or HEAD that is one."""
+    if expensive and request.method in ("GET", "HEAD"):
+        return [throttle() for throttle in EXPENSIVE_READ_THROTTLES]
+    return []
 
 
 def too_many_requests(wait: float | None) -> JsonResponse:

@@ -160,7 +160,7 @@ def test_sharded_array_request_counts(memory_store: MemoryStore) -> None:
     # A whole-shard read is one request.
     store.reset()
     assert (array[0:32, 32:64] == 7).all()
-    assert store.requests == [("get", "c/0/1")]
+    assert store.requests == [("get_range", "c/0/1")]  # bounded: no more than a shard can be
 
 
 def test_append_mode_needs_index_at_end(memory_store: MemoryStore) -> None:

@@ -162,8 +162,9 @@ def test_chunk_inside_start_index_is_rejected() -> None:
 def test_range_past_end_detected_on_partial_read() -> None:
     codec = make_codec(shard=(4,), chunk=(2,))
     store = MemoryStore()
-    # Index claims chunk 1 at [4, 104) but the whole shard is 44 bytes.
-    store.set("s", _shard_with_index(codec, b"\1" * 8, [(0, 4), (4, 100)]))
+    # Index claims chunk 1 at [42, 46) but the whole shard is 44 bytes. (A length longer than
+    # any encoding of an inner chunk is refused before any read: test_junk_lengths_...)
+    store.set("s", _shard_with_index(codec, b"\1" * 8, [(0, 4), (42, 4)]))
     with pytest.raises(ShardFormatError, match="past the end"):
         codec.read_region(store, "s", (slice(2, 4),))
 
@@ -259,7 +260,8 @@ def test_full_shard_read_is_one_get(counting_store: CountingStore) -> None:
     codec.write_region(counting_store, "s", data)
     counting_store.reset()
     assert np.array_equal(codec.read_region(counting_store, "s"), data)
-    assert counting_store.requests == [("get", "s")]
+    # One read, of at most the bytes a compact shard could have.
+    assert counting_store.requests == [("get_range", "s")]
 
 
 def test_nearby_ranges_are_merged() -> None:
@@ -475,3 +477,51 @@ def test_struct_sanity() -> None:
     assert codec.index_nbytes == 68
     pairs = struct.unpack("<8Q", shard[-68:-4])
     assert sorted(pairs[0::2]) == [0, 2048, 4096, 6144]
+
+
+# -- junk: values longer than any encoding of them ----------------------------------------
+
+
+class _BytesCountingStore(MemoryStore):
+    """A memory store that adds up the bytes its reads return."""
+
+    bytes_read = 0
+
+    def get(self, key: str) -> bytes | None:
+        value = super().get(key)
+        self.bytes_read += len(value or b"")
+        return value
+
+    def get_range(self, key: str, start: int, end: int | None = None, **kw: Any) -> Any:
+        got = super().get_range(key, start, end, **kw)
+        self.bytes_read += 0 if got is None else len(got.data)
+        return got
+
+
+def test_junk_lengths_in_an_index_are_refused_before_their_ranges_are_read() -> None:
+    codec = make_codec(shard=(4,), chunk=(2,), codecs=[BYTES, ZSTD])
+    store = _BytesCountingStore()
+    junk = 8 << 20  # an inner chunk of 2 uint16 cannot take 8 MiB, compressed or not
+    store.set("s", _shard_with_index(codec, bytes(junk + 8), [(0, 8), (8, junk)]))
+    store.bytes_read = 0
+    with pytest.raises(ShardFormatError, match="longer than any encoding of it could be"):
+        codec.read_region(store, "s", (slice(2, 4),))
+    assert store.bytes_read == codec.index_nbytes  # the index, and nothing of the junk
+
+
+def test_a_whole_shard_read_stops_at_a_compact_shards_size() -> None:
+    codec = make_codec(codecs=[BYTES, ZSTD])
+    store = _BytesCountingStore()
+    data = sample((8, 6))
+    codec.write_region(store, "s", data)
+    limit = codec.max_encoded_size(codec.shard_spec)
+    assert limit is not None and len(store.data["s"]) < limit
+    # Dead bytes before the chunks (append-mode writes leave such): read by the index.
+    index = codec._index_from_shard(store.data["s"])
+    padded = ShardIndex(index.offsets_and_lengths.copy())
+    padded.offsets_and_lengths[..., 0] += np.uint64(limit)
+    body = bytes(limit) + store.data["s"][: -codec.index_nbytes]
+    store.set("s", body + padded.encode(codec.index_codecs))
+    store.bytes_read = 0
+    assert np.array_equal(codec.read_region(store, "s"), data)
+    assert store.bytes_read < 2 * limit  # the first try's bounded read, then the chunks

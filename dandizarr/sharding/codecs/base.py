@@ -103,6 +103,10 @@ class ArrayBytesCodec(Codec):
         """Fixed encoded size in bytes, or None when it depends on the data."""
         return None
 
+    def max_encoded_size(self, spec: ArraySpec) -> int | None:
+        """The most bytes any honest encoding of a chunk of ``spec`` takes (None: no bound)."""
+        return self.encoded_size(spec)
+
 
 class BytesBytesCodec(Codec):
     # Bytes added to the input size when fixed (crc32c: 4), None when variable.
@@ -112,5 +116,12 @@ class BytesBytesCodec(Codec):
         raise NotImplementedError
 
     def decode(self, data: bytes | memoryview, decoded_size: int | None) -> bytes | memoryview:
-        """``decoded_size`` is the exact output size when known (helps preallocation)."""
+        """``decoded_size`` is the most bytes the output may have, when known: the exact size
+        for fixed-size input, else its bound; decoders produce no more (or refuse)."""
         raise NotImplementedError
+
+    def max_encoded_size(self, size: int) -> int:
+        """The most bytes any honest encoding of ``size`` bytes takes."""
+        if self.fixed_size_delta is None:
+            raise NotImplementedError
+        return size + self.fixed_size_delta

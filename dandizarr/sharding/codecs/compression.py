@@ -21,7 +21,16 @@ import zstandard
 
 from dandizarr.sharding.codecs.base import BytesBytesCodec
 
-__all__ = ["BloscCodec", "DecodedSizeError", "GzipCodec", "ZstdCodec"]
+__all__ = ["BloscCodec", "DecodedSizeError", "GzipCodec", "ZstdCodec", "compressed_bound"]
+
+
+def compressed_bound(size: int) -> int:
+    """The most bytes an honest gzip, zlib, zstd or blosc encoding of ``size`` bytes takes:
+    above every one's own worst case (incompressible input stored: zlib adds 5 bytes per 16 KiB
+    block, zstd about 1/256 plus its frame, blosc 16 header bytes plus 4 per block and split)
+    with room for optional headers. A chunk object larger than this is not its codec's output,
+    and is refused before it is read whole (``dandizarr.sharding.array``)."""
+    return size + (size >> 7) + 1024
 
 
 class DecodedSizeError(ValueError):
@@ -46,6 +55,9 @@ class GzipCodec(BytesBytesCodec):
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "configuration": {"level": self.level}}
+
+    def max_encoded_size(self, size: int) -> int:
+        return compressed_bound(size)
 
     def encode(self, data: bytes | memoryview) -> bytes:
         compressor = zlib.compressobj(self.level, zlib.DEFLATED, 31)  # 31: gzip container
@@ -96,6 +108,9 @@ class ZstdCodec(BytesBytesCodec):
         if not hasattr(_zstd_local, "d"):
             _zstd_local.d = zstandard.ZstdDecompressor()
         return _zstd_local.d
+
+    def max_encoded_size(self, size: int) -> int:
+        return compressed_bound(size)
 
     def encode(self, data: bytes | memoryview) -> bytes:
         return self._compressor().compress(data)
@@ -174,6 +189,9 @@ class BloscCodec(BytesBytesCodec):
                 "blocksize": self.blocksize,
             },
         }
+
+    def max_encoded_size(self, size: int) -> int:
+        return compressed_bound(size)
 
     def encode(self, data: bytes | memoryview) -> bytes:
         return bytes(self._impl.encode(data))

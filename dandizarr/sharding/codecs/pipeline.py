@@ -80,6 +80,15 @@ class CodecPipeline:
             size += codec.fixed_size_delta
         return size
 
+    def max_encoded_size(self) -> int | None:
+        """The most bytes any honest encoding of a chunk takes, or None when unbounded."""
+        size = self.array_bytes.max_encoded_size(self.specs[-1])
+        for codec in self.bytes_bytes:
+            if size is None:
+                return None
+            size = codec.max_encoded_size(size)
+        return size
+
     def encode(self, array: np.ndarray) -> bytes:
         for codec, spec in zip(self.array_array, self.specs, strict=False):
             array = codec.encode(array, spec)
@@ -105,14 +114,15 @@ class CodecPipeline:
 
     @cached_property
     def _bytes_sizes(self) -> list[int | None]:
-        """Input size of each bytes->bytes codec when fixed (the bytes codec's output etc.)."""
+        """The most bytes each bytes->bytes codec's output may have: exact for fixed-size
+        input (the bytes codec's), else its honest bound (a shard's), so no decoder ever runs
+        unbounded when the chain has a bound."""
         sizes: list[int | None] = []
-        size = self.array_bytes.encoded_size(self.specs[-1])
+        exact = self.array_bytes.encoded_size(self.specs[-1])
+        size = exact if exact is not None else self.array_bytes.max_encoded_size(self.specs[-1])
         for bb in self.bytes_bytes:
             sizes.append(size)
-            size = (
-                None if size is None or bb.fixed_size_delta is None else size + bb.fixed_size_delta
-            )
+            size = None if size is None else bb.max_encoded_size(size)
         return sizes
 
     def encode_many(self, arrays: Sequence[np.ndarray], parallel: bool = True) -> list[bytes]:

@@ -70,6 +70,7 @@ class ShardingCodec(InMemoryShardingCodec):
         index = ShardIndex.decode(got.data, self.chunks_per_shard, self.index_codecs)
         # The shard size is unknown after a suffix read; the chunk read checks the far end.
         index.validate(n if self.index_location == "start" else 0, None)
+        self.check_lengths(index)  # no inner range longer than an honest chunk is read
         return index, got.version
 
     def read_index(
@@ -133,7 +134,10 @@ class ShardingCodec(InMemoryShardingCodec):
             out = np.empty(shape, dtype=self.shard_spec.dtype)
         targets = self._targets(region)
         if len(targets) == math.prod(self.chunks_per_shard):
-            return self._read_whole(store, key, region, out, parallel)
+            whole = self._read_whole(store, key, region, out, parallel)
+            if whole is not None:
+                return whole
+            # Longer than a compact shard (append-mode writes leave dead bytes): by its index.
         for _attempt in range(3):
             try:
                 chunk_bytes = self._fetch_chunks(store, key, targets, cache)
@@ -147,7 +151,10 @@ class ShardingCodec(InMemoryShardingCodec):
             self._place(targets, chunk_bytes, out, parallel)
             return out
         # Rewritten under us repeatedly: one whole-value read is atomic.
-        return self._read_whole(store, key, region, out, parallel)
+        whole = self._read_whole(store, key, region, out, parallel)
+        if whole is None:
+            raise ShardFormatError(f"{key}: rewritten while read, and too long to read whole")
+        return whole
 
     def _read_whole(
         self,
@@ -156,8 +163,17 @@ class ShardingCodec(InMemoryShardingCodec):
         region: Region,
         out: np.ndarray,
         parallel: bool,
-    ) -> np.ndarray:
-        data = store.get(key)
+    ) -> np.ndarray | None:
+        """The region from one read of the whole shard; None, having read no more than a
+        compact shard's bytes, when the shard is longer than any compact encoding of it."""
+        limit = self.max_encoded_size(self.shard_spec)
+        if limit is None:
+            data = store.get(key)
+        else:
+            got = store.get_range(key, 0, limit + 1)
+            data = None if got is None else got.data
+            if data is not None and len(data) > limit:
+                return None
         if data is None:
             out[...] = self.shard_spec.fill_value
             return out

@@ -85,6 +85,24 @@ class InMemoryShardingCodec(ArrayBytesCodec):
     def index_nbytes(self) -> int:
         return self.index_codecs.nbytes(self.chunks_per_shard)
 
+    def max_encoded_size(self, spec: ArraySpec) -> int | None:
+        """Every inner chunk at its most, and the index."""
+        inner = self.inner.max_encoded_size()
+        return (
+            None if inner is None else math.prod(self.chunks_per_shard) * inner + self.index_nbytes
+        )
+
+    def check_lengths(self, index: ShardIndex) -> None:
+        """``ShardFormatError`` when an entry is longer than any encoding of an inner chunk
+        could be: such a range is never read."""
+        inner = self.inner.max_encoded_size()
+        present = index.present()
+        if inner is not None and present.any() and int(index.lengths[present].max()) > inner:
+            raise ShardFormatError(
+                f"sharding_indexed: an inner chunk is longer than any encoding of it could be "
+                f"({inner} bytes)"
+            )
+
     def write_sequence(self) -> np.ndarray:
         """Inner-chunk coordinates in write order, ``(n, ndim)``."""
         cps = self.chunks_per_shard
@@ -123,6 +141,7 @@ class InMemoryShardingCodec(ArrayBytesCodec):
             index.validate(n, len(view))
         else:
             index.validate(0, len(view) - n)
+        self.check_lengths(index)
         return index
 
     # -- encoding ----------------------------------------------------------------------------

@@ -23,7 +23,10 @@ from dandizarr.sharding.array_metadata import (
     parse_fill_value,
 )
 from dandizarr.sharding.codec_registry import pipeline_from_json
-from dandizarr.sharding.codecs.base import ArraySpec
+from dandizarr.sharding.codecs.base import ArraySpec, CodecJSON, codec_name_config
+from dandizarr.sharding.index import as_index_codecs
+from dandizarr.sharding.parallel import parallel_map
+from dandizarr_server.zarr_api.pages.preview import PREVIEW_SIDE
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
 from dandizarr_server.zarr_api.tree import ListingSource
 
@@ -31,10 +34,11 @@ from dandizarr_server.zarr_api.tree import ListingSource
 MAX_DIRECTORIES = 200
 MAX_ARRAYS = 24
 # A preview's budget, checked from the metadata before any chunk is read (an anonymous
-# request may ask for one): the chunks its plane spans, the bytes they decode to, and the
-# size of a metadata document read to describe an array. Chunks decode to no more than their
-# array's chunk size (dandizarr.sharding.codecs.compression), and reading stops at the deadline
-# (pages.reader.ArchiveFiles).
+# request may ask for one): the chunks its plane spans and the storage reads it makes (chunks,
+# and a sharded array's shard indexes), the bytes the chunks decode to plus the shard indexes
+# read, and the size of a metadata document read to describe an array. Chunks decode to no
+# more than their array's chunk size (dandizarr.sharding.codecs.compression), and reading
+# stops at the deadline (pages.reader.ArchiveFiles).
 MAX_PREVIEW_CHUNKS = 1024
 MAX_PREVIEW_DECODED_BYTES = 64 << 20
 MAX_METADATA_BYTES = 1 << 20
@@ -193,38 +197,140 @@ def describe(path: str, name: str, raw: bytes) -> ArrayInfo | None:
     )  # fmt: skip
 
 
-def _read_chunk_shape(metadata: ArrayMetadata) -> tuple[int, ...]:
-    """The chunks a plane read decodes: a sharded array's inner chunks, else its chunks."""
+@dataclass(frozen=True)
+class ReadGeometry:
+    """How a plane read reads: the chunks it decodes (a sharded array's inner chunks, else its
+    chunks), and for a sharded array each shard's index, read once per shard it touches."""
+
+    chunk: tuple[int, ...]  # the chunks decoded
+    shard: tuple[int, ...] | None  # the stored objects holding them, when sharded
+    index_bytes: int  # one shard's index (0: not sharded)
+
+
+def read_geometry(metadata: ArrayMetadata) -> ReadGeometry:
     shape = metadata.chunk_shape
     for codec in metadata.codecs:
-        if isinstance(codec, Mapping) and codec.get("name") == "sharding_indexed":
-            inner = (codec.get("configuration") or {}).get("chunk_shape")
-            if isinstance(inner, list) and len(inner) == len(shape):
-                shape = tuple(int(n) for n in inner)
-    return shape
+        name, config = codec_name_config(codec)
+        if name != "sharding_indexed":
+            continue
+        inner = config.get("chunk_shape")
+        if isinstance(inner, list) and len(inner) == len(shape) and all(inner):
+            inner_shape = tuple(int(n) for n in inner)
+            per_shard = [s // c for s, c in zip(shape, inner_shape, strict=True)]
+            index_codecs = as_index_codecs(config.get("index_codecs"))
+            return ReadGeometry(inner_shape, shape, index_codecs.nbytes(per_shard))
+    return ReadGeometry(shape, None, 0)
 
 
-def plane_read_cost(metadata: ArrayMetadata) -> tuple[int, int]:
-    """(chunks, decoded bytes) a read of the middle plane costs, from the metadata alone."""
-    chunk = _read_chunk_shape(metadata)
-    chunks = math.prod(
-        -(-n // max(c, 1)) for n, c in zip(metadata.shape[-2:], chunk[-2:], strict=True)
+def _read_cost(
+    metadata: ArrayMetadata, rows: Sequence[int], cols: Sequence[int]
+) -> tuple[int, int, int]:
+    """(chunks, reads, bytes) of reading pixels ``rows`` x ``cols`` of the middle plane: the
+    chunks they fall in, decoded whole; a read each, and a sharded array's index once per
+    shard; the bytes those chunks decode to plus the shard indexes read."""
+    geometry = read_geometry(metadata)
+
+    def spanned(block: Sequence[int]) -> int:
+        return len({r // block[-2] for r in rows}) * len({c // block[-1] for c in cols})
+
+    chunks = spanned(geometry.chunk)
+    shards = spanned(geometry.shard) if geometry.shard is not None else 0
+    decoded = chunks * math.prod(geometry.chunk) * metadata.dtype.itemsize
+    return chunks, chunks + shards, decoded + shards * geometry.index_bytes
+
+
+def plane_read_cost(metadata: ArrayMetadata) -> tuple[int, int, int]:
+    """(chunks, reads, bytes) a read of the whole middle plane costs, from the metadata alone."""
+    height, width = metadata.shape[-2:]
+    return _read_cost(metadata, range(height), range(width))
+
+
+def _within_budget(cost: tuple[int, int, int]) -> bool:
+    chunks, reads, read_bytes = cost
+    return (
+        chunks <= MAX_PREVIEW_CHUNKS
+        and reads <= MAX_PREVIEW_CHUNKS
+        and read_bytes <= MAX_PREVIEW_DECODED_BYTES
     )
-    return chunks, chunks * math.prod(chunk) * metadata.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class PlanePlan:
+    """The pixels of the middle plane a preview reads: every one, or (a plane too large to read
+    whole) evenly strided rows and columns, as many as the budget's chunks allow."""
+
+    rows: tuple[int, ...]
+    cols: tuple[int, ...]
+    whole: bool
+
+
+# A strided picture narrower than this is no picture: the plane is refused instead.
+MIN_STRIDED_SIDE = 16
+
+
+def _strided(n: int, count: int) -> tuple[int, ...]:
+    """``count`` pixels of ``n``, each in the middle of its stride."""
+    return tuple((2 * j + 1) * n // (2 * count) for j in range(count))
+
+
+def plane_plan(metadata: ArrayMetadata) -> PlanePlan | None:
+    """What a preview of the middle plane reads, within the budget; None when nothing does."""
+    height, width = metadata.shape[-2:]
+    if _within_budget(plane_read_cost(metadata)):
+        return PlanePlan(tuple(range(height)), tuple(range(width)), True)
+    longest = max(height, width)
+    side = min(longest, PREVIEW_SIDE)
+    while side >= MIN_STRIDED_SIDE:
+        rows = _strided(height, max(1, min(height, round(side * height / longest))))
+        cols = _strided(width, max(1, min(width, round(side * width / longest))))
+        if _within_budget(_read_cost(metadata, rows, cols)):
+            return PlanePlan(rows, cols, False)
+        side = side * 3 // 4
+    return None
+
+
+def _sharding_problem(codecs: Sequence[CodecJSON]) -> str | None:
+    """Why a chain with ``sharding_indexed`` is not previewed: the sharding codec must be its
+    chain's only codec, at every level. With codecs around it (a transpose before it, gzip or
+    zstd after it: compression outside the shard) a read is no longer of the plane's inner
+    chunks but of whole shards, decoded (decompressed) whole before any index is seen."""
+    names = [codec_name_config(codec)[0] for codec in codecs]
+    if "sharding_indexed" not in names:
+        return None
+    if len(names) > 1:
+        others = ", ".join(name for name in names if name != "sharding_indexed")
+        return (
+            f"sharding_indexed is not its chain's only codec ({others} around it): whole "
+            "shards would be decoded, which a preview does not do"
+        )
+    inner = codec_name_config(codecs[0])[1].get("codecs")
+    return _sharding_problem(inner) if isinstance(inner, list) else None
 
 
 def _plane_problem(metadata: ArrayMetadata) -> str | None:
+    if problem := _sharding_problem(metadata.codecs):
+        return problem
     if len(metadata.shape) < 2:
         return f"a {len(metadata.shape)}-D array has no plane to draw"
     if metadata.dtype.kind not in "biufc":
         return f"data type {metadata.dtype} is not numeric"
     if 0 in metadata.shape:
         return "the array is empty"
-    chunks, decoded = plane_read_cost(metadata)
+    if plane_plan(metadata) is not None:
+        return None
+    chunks, reads, read_bytes = plane_read_cost(metadata)
     if chunks > MAX_PREVIEW_CHUNKS:
         return f"its middle plane spans {chunks} chunks, more than a preview reads"
-    if decoded > MAX_PREVIEW_DECODED_BYTES:
-        return f"its middle plane's chunks hold {decoded >> 20} MiB, more than a preview reads"
+    if reads > MAX_PREVIEW_CHUNKS:
+        return (
+            f"its middle plane takes {reads} reads (chunks and shard indexes), more than a "
+            "preview makes"
+        )
+    if read_bytes > MAX_PREVIEW_DECODED_BYTES:
+        return (
+            f"its middle plane's chunks and shard indexes hold {read_bytes >> 20} MiB, more "
+            "than a preview reads"
+        )
     return None
 
 
@@ -266,15 +372,58 @@ def plane_selection(shape: Sequence[int]) -> tuple[int | slice, ...]:
 
 
 def read_plane(files: ArchiveFiles, info: ArrayInfo) -> np.ndarray:
-    """The middle plane of ``info``'s array, reading only the chunks that intersect it."""
+    """The middle plane of ``info``'s array, or its strided pixels (``plane_plan``), reading
+    only the chunks they fall in."""
     if info.metadata is None:
         raise Unsupported(info.preview_problem or "no preview")
+    plan = plane_plan(info.metadata)
+    if plan is None:
+        raise Unsupported(info.preview_problem or "its middle plane is more than a preview reads")
     array = Array(files, info.path, info.metadata)
     selection = plane_selection(array.shape)
-    per_dim = [
-        [s // c] if isinstance(s, int) else range(g)
-        for s, c, g in zip(selection, array.chunk_shape, array.grid_shape, strict=True)
+    if plan.whole:
+        per_dim = [
+            [s // c] if isinstance(s, int) else range(g)
+            for s, c, g in zip(selection, array.chunk_shape, array.grid_shape, strict=True)
+        ]
+        grid = np.stack(np.meshgrid(*per_dim, indexing="ij"), -1).reshape(-1, len(per_dim))
+        files.prefetch(array.chunk_key(tuple(coords)) for coords in grid.tolist())
+        return array.read(selection)
+    # One read per block of strided pixels that share a decoded chunk.
+    chunk = read_geometry(info.metadata).chunk
+    lead = tuple(n // 2 for n in array.shape[:-2])  # the middle plane's index, as selected
+
+    def by_chunk(pixels: Sequence[int], size: int) -> list[list[tuple[int, int]]]:
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for out, pixel in enumerate(pixels):
+            groups.setdefault(pixel // size, []).append((out, pixel))
+        return list(groups.values())
+
+    blocks = [
+        (rows, cols)
+        for rows in by_chunk(plan.rows, chunk[-2])
+        for cols in by_chunk(plan.cols, chunk[-1])
     ]
-    grid = np.stack(np.meshgrid(*per_dim, indexing="ij"), -1).reshape(-1, len(per_dim))
-    files.prefetch(array.chunk_key(tuple(coords)) for coords in grid.tolist())
-    return array.read(selection)
+    files.prefetch(
+        {
+            array.chunk_key(
+                tuple(
+                    int(i) // c
+                    for i, c in zip((*lead, rows[0][1], cols[0][1]), array.chunk_shape, strict=True)
+                )
+            )
+            for rows, cols in blocks
+        }
+    )
+    out = np.empty((len(plan.rows), len(plan.cols)), dtype=array.dtype)
+
+    def fill(block: tuple[list[tuple[int, int]], list[tuple[int, int]]]) -> None:
+        rows, cols = block
+        top, left = rows[0][1], cols[0][1]
+        part = array.read((*lead, slice(top, rows[-1][1] + 1), slice(left, cols[-1][1] + 1)))
+        out[np.ix_([i for i, _ in rows], [j for j, _ in cols])] = part[
+            np.ix_([r - top for _, r in rows], [c - left for _, c in cols])
+        ]
+
+    parallel_map(fill, blocks)
+    return out

@@ -2,9 +2,11 @@
 
 A preview reads storage and decodes chunks; an anonymous visitor can ask for one. So renders
 run in ``DANDIZARR_PREVIEW_WORKERS`` threads with at most ``DANDIZARR_PREVIEW_QUEUE`` more
-waiting; past that, ``RendererBusy`` (the view answers 503 with ``Retry-After``) instead of
-another request thread blocked behind them. Each render closes its database connections when
-it ends (the pool's threads outlive requests).
+waiting, each for at most ``DANDIZARR_PREVIEW_WAIT_SECONDS`` until a render thread takes it;
+a full queue, or a wait that runs out, is ``RendererBusy`` (the view answers 503 with
+``Retry-After``) instead of a request thread blocked behind renders for as long as they take.
+Each render closes its database connections when it ends (the pool's threads outlive
+requests).
 """
 
 from __future__ import annotations
@@ -45,19 +47,27 @@ def _started() -> tuple[ThreadPoolExecutor, threading.BoundedSemaphore]:
 
 
 def render(work: Callable[[], T]) -> T:
-    """``work()`` on a render thread, waited for; ``RendererBusy`` when no slot is free."""
+    """``work()`` on a render thread, waited for; ``RendererBusy`` when no place in the queue
+    is free, or no render thread takes the work within ``DANDIZARR_PREVIEW_WAIT_SECONDS``."""
     pool, slots = _started()
+    retry_after = max(1, settings.DANDIZARR_PREVIEW_SECONDS)
     if not slots.acquire(blocking=False):
-        raise RendererBusy(retry_after=max(1, settings.DANDIZARR_PREVIEW_SECONDS))
+        raise RendererBusy(retry_after)
+    started = threading.Event()
 
     def run() -> T:
+        started.set()
         try:
             return work()
         finally:
             connections.close_all()  # this thread's own
             slots.release()
 
-    return pool.submit(run).result()
+    future = pool.submit(run)
+    if not started.wait(max(0, settings.DANDIZARR_PREVIEW_WAIT_SECONDS)) and future.cancel():
+        slots.release()  # never ran: its place is free again
+        raise RendererBusy(retry_after)
+    return future.result()
 
 
 @receiver(setting_changed)

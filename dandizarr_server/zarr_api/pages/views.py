@@ -44,7 +44,7 @@ def _sees_server_paths(request: HttpRequest) -> bool:
     every request comes from the proxy's address, so there to staff alone."""
     if request.user.is_authenticated and request.user.is_staff:
         return True
-    if getattr(settings, "SECURE_PROXY_SSL_HEADER", None):
+    if settings.DANDIZARR_TLS_PROXY:
         return False
     try:
         return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback

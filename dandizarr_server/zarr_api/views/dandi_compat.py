@@ -14,6 +14,7 @@ from rest_framework import status
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from dandizarr_server.zarr_api.exceptions import NotFound
@@ -42,6 +43,7 @@ from dandizarr_server.zarr_api.services.dandi_uploads import (
     open_upload_add,
     upload_finalize,
 )
+from dandizarr_server.zarr_api.throttles import expensive_read_throttles
 from dandizarr_server.zarr_api.views.files import FilesView, file_download
 
 _LISTING_PAGE = 1000
@@ -94,6 +96,13 @@ class AssetInfoView(APIView):
 class DandiFilesView(APIView):
     """``files`` and ``files/`` of an archive: the DANDI listing (GET, ``?prefix=``), a file
     (``?prefix=PATH&download=true``), upload URLs (POST) and deletions (DELETE)."""
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        """A listing (every file with the prefix, counted) is an expensive read; a download
+        is not (a file's bytes, as ``/zarr/`` chunk reads)."""
+        params = self.request.query_params
+        listing = "recursive" in params or not query_flag(params.get("download"))
+        return expensive_read_throttles(self.request, listing)
 
     @extend_schema(
         parameters=[

@@ -11,6 +11,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from dandizarr.objectstore.signing import quote_key
@@ -35,6 +36,7 @@ from dandizarr_server.zarr_api.selectors.shard_members import (
 )
 from dandizarr_server.zarr_api.services.deletions import files_delete
 from dandizarr_server.zarr_api.storage import download_url, download_urls
+from dandizarr_server.zarr_api.throttles import expensive_read_throttles
 from dandizarr_server.zarr_api.views.file_responses import file_response
 
 
@@ -66,6 +68,10 @@ def _shard(location: MemberLocation | None) -> dict[str, Any] | None:
 
 class FilesView(APIView):
     """Browse an archive (GET, from the .checksum tree) and delete files (DELETE)."""
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        """A recursive listing (every file below, URLs signed) is an expensive read."""
+        return expensive_read_throttles(self.request, _flag(self.request, "recursive"))
 
     @extend_schema(
         parameters=[
