@@ -65,3 +65,28 @@ def test_dandi_048_uploads_and_downloads(dandi_service_8000: DandiService, tmp_p
     for name, checksum in checksums.items():
         assert tree_of(fresh / name) == tree_of(dandiset_dir / name)
         assert zarr_checksum_of(fresh / name) == checksum
+
+
+def test_dandi_048_downloads_a_published_version_after_the_draft_changed(
+    dandi_service_8000: DandiService, tmp_path: Path
+) -> None:
+    service = dandi_service_8000
+    dandiset_dir = _download(service, tmp_path / "first")
+    zarr_v2(dandiset_dir / "v2.zarr")
+    zarr_v3(dandiset_dir / "v3.zarr")
+    _upload(service, dandiset_dir)
+    published = {name: tree_of(dandiset_dir / name) for name in ("v2.zarr", "v3.zarr")}
+    response = service.api("POST", f"/api/dandisets/{service.dandiset}/versions/draft/publish/")
+    assert response.status_code == 201, response.content
+    version = response.json()["version"]
+    modify(dandiset_dir / "v2.zarr", changed="arr/0.1", added="arr/9/deep", removed="arr/0.0")
+    modify(dandiset_dir / "v3.zarr", changed="déjà/y/c/0", added="x/c/2", removed="x/c/1")
+    _upload(service, dandiset_dir)
+
+    into = tmp_path / "published"
+    into.mkdir()
+    url = f"dandi://{INSTANCE}/{service.dandiset}@{version}"
+    service.dandi(DANDI_048, ["download", url, "-o", str(into)], cwd=into, **_env(service))
+    for name, tree in published.items():
+        assert tree_of(into / service.dandiset / name) == tree
+        assert tree != tree_of(dandiset_dir / name)

@@ -137,3 +137,38 @@ def test_newest_dandi_uploads_and_downloads_an_embargoed_dandiset(
         private.dandi(DANDI_NEWEST, ["download", url, "-o", str(tmp_path / "anonymous")],
                       cwd=tmp_path)  # fmt: skip
     assert not list((tmp_path / "anonymous").rglob("*.zarr"))
+
+
+def _publish(service: DandiService) -> str:
+    response = service.api("POST", f"/api/dandisets/{service.dandiset}/versions/draft/publish/")
+    assert response.status_code == 201, response.content
+    return str(response.json()["version"])
+
+
+def test_newest_dandi_downloads_every_published_version_exactly(
+    dandi_service: DandiService, tmp_path: Path
+) -> None:
+    """Publish, change the draft, publish again, change it again: each published version
+    downloads as it was (the dandi client checks each archive's checksum), and so does the
+    draft."""
+    service = dandi_service
+    work = tmp_path / "work"
+    work.mkdir()
+    dandiset_dir = _download(service, work)
+    zarr_v2(dandiset_dir / "v2.zarr")
+    _upload(service, dandiset_dir)
+    states = {_publish(service): tree_of(dandiset_dir / "v2.zarr")}
+    modify(dandiset_dir / "v2.zarr", changed="arr/0.0", added="grüße/sub/vals/2", removed="arr/1.0")
+    _upload(service, dandiset_dir)
+    states[_publish(service)] = tree_of(dandiset_dir / "v2.zarr")
+    modify(dandiset_dir / "v2.zarr", changed="arr/0.1", added="more/x", removed="grüße/sub/vals/2")
+    _upload(service, dandiset_dir)
+    states["draft"] = tree_of(dandiset_dir / "v2.zarr")
+    assert len({str(sorted(s.items())) for s in states.values()}) == 3
+
+    for number, (version, expected) in enumerate(states.items()):
+        into = tmp_path / f"get-{number}"
+        into.mkdir()
+        url = f"{service.url}/api/dandisets/{service.dandiset}/versions/{version}/"
+        service.dandi(DANDI_NEWEST, ["download", url, "-o", str(into)], cwd=tmp_path)
+        assert tree_of(into / service.dandiset / "v2.zarr") == expected, version
