@@ -184,7 +184,7 @@ class VersionTree:
                 if not state.present:
                     raise NotFound(f"{path!r} is not in version {self.version.number}")
                 if state.offset is not None:
-                    return MemberLocation(state.key, state.offset, state.size, state.md5)
+                    return _shard_range(state)
                 return _loose(state.key, state.md5, state.size, self.archive, trust_current=False)
             if member is not None:
                 return member
@@ -208,6 +208,20 @@ def _loose(
     if found is None:
         raise NotFound(f"the bytes of {key!r} (md5 {md5}) are gone from storage")
     return MemberLocation(key, 0, size, md5, version_id=None if found.latest else found.version_id)
+
+
+def _shard_range(state: HistoryState) -> MemberLocation:
+    """A packed file's bytes in a shard object the draft may since have discarded (shard
+    objects are never overwritten: its newest kept version is it)."""
+    assert state.offset is not None
+    store = get_store()
+    version_id = None
+    if store.head(state.key) is None:
+        found = store.find_version(state.key, None)
+        if found is None:
+            raise NotFound(f"shard object {state.key!r} is gone from storage")
+        version_id = found.version_id
+    return MemberLocation(state.key, state.offset, state.size, state.md5, version_id=version_id)
 
 
 def _quiet(archive: ZarrArchive) -> bool:
