@@ -116,6 +116,11 @@ class ZarrArchive(models.Model):
         ]
 
     @property
+    def read_id(self) -> uuid.UUID:
+        """The id reads of this instance go by: its version's, or the draft's own."""
+        return self.as_of.version_id if self.as_of is not None else self.zarr_id
+
+    @property
     def storage_prefix(self) -> str:
         return keys.files_prefix(self.zarr_id)
 

@@ -5,9 +5,11 @@ On the local store (hard links) and SeaweedFS (a real S3 with bucket versioning)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from rest_framework.test import APIClient
 
@@ -267,3 +269,43 @@ def test_a_private_archive_version_is_absent_to_strangers(
             response = reader.get(url)
             assert response.status_code == 404, (url, response.status_code)
     assert read(owner, version["zarr_id"], "secret").body == b"s"
+
+
+def _array_files(array: np.ndarray) -> dict[str, bytes]:
+    """A tiny 8x8 Zarr v2 array of uint8, uncompressed."""
+    zarray = {
+        "zarr_format": 2,
+        "shape": [8, 8],
+        "chunks": [8, 8],
+        "dtype": "|u1",
+        "compressor": None,
+        "fill_value": 0,
+        "order": "C",
+        "filters": None,
+    }
+    return {"img/.zarray": json.dumps(zarray).encode(), "img/0.0": array.astype("uint8").tobytes()}
+
+
+def test_the_archive_page_shows_each_version_with_its_own_picture(
+    owner: Actor, dandiset: str, versioned_backend: str
+) -> None:
+    zarr_id = create_archive(owner, dandiset, "page.zarr", layout="loose")
+    add_asset(owner, dandiset, zarr_id, "page.zarr")
+    gradient = np.arange(64).reshape(8, 8)
+    assert upload(owner.client, zarr_id, _array_files(gradient)).status_code == 200
+    publish(owner, dandiset)
+    (v1,) = versions(owner, zarr_id)
+    picture_1 = owner.client.get(f"/archives/{zarr_id}/preview.png?array=img").content
+    flipped = _array_files(gradient.T)["img/0.0"]
+    assert upload(owner.client, zarr_id, {"img/0.0": flipped}).status_code == 200
+
+    page = owner.client.get(f"/archives/{v1['zarr_id']}/").content.decode()
+    assert f'<code class="checksum">{v1["checksum"]}</code>' in page and "version 1" in page
+    assert f'href="/archives/{zarr_id}/"' in page  # the switcher: back to the draft
+    draft_page = owner.client.get(f"/archives/{zarr_id}/").content.decode()
+    assert f'href="/archives/{v1["zarr_id"]}/"' in draft_page
+    assert f'<code class="checksum">{v1["checksum"]}</code>' not in draft_page
+    version_picture = owner.client.get(f"/archives/{v1['zarr_id']}/preview.png?array=img")
+    draft_picture = owner.client.get(f"/archives/{zarr_id}/preview.png?array=img")
+    assert version_picture.status_code == draft_picture.status_code == 200
+    assert version_picture.content == picture_1 != draft_picture.content

@@ -55,7 +55,11 @@ def render_png(plane: np.ndarray) -> bytes:
 
 def version_tag(archive: ZarrArchive) -> str:
     """A short name of the archive's tree version (an ETag, a cache key part)."""
-    version: Hashable = tree_version(archive.modified, archive.checksum)
+    version: Hashable = (
+        ("version", str(archive.as_of.version_id))
+        if archive.as_of is not None
+        else tree_version(archive.modified, archive.checksum)
+    )
     return hashlib.sha256(repr((str(archive.zarr_id), version)).encode()).hexdigest()[:32]
 
 

@@ -15,12 +15,17 @@ from dataclasses import dataclass, field
 
 from dandizarr.objectstore import ObjectStore
 from dandizarr.sharding.store import ObjectStoreKV, RangeRead
+from dandizarr_server.zarr_api.exceptions import NotFound
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.selectors.file_bytes import file_location
 from dandizarr_server.zarr_api.selectors.shard_members import (
     MemberLocation,
     member_location,
     member_locations,
 )
+
+# A path that is no file of the version read (a chunk never written: the fill value).
+_ABSENT = MemberLocation("", 0, 0)
 
 
 class ReadBudgetExceeded(ValueError):
@@ -46,6 +51,8 @@ class ArchiveFiles:
     def prefetch(self, paths: Iterable[str]) -> None:
         """Where each of ``paths`` is, in one query per thousand (loose archives: none)."""
         wanted = [p for p in paths if p not in self._locations]
+        if self.archive.as_of is not None:
+            return  # a version's files are found one by one (version_trees)
         if self.archive.layout == ZarrArchive.Layout.LOOSE:
             self._locations.update(dict.fromkeys(wanted))
             return
@@ -53,6 +60,12 @@ class ArchiveFiles:
         self._locations.update(member_locations(self.archive, wanted))
 
     def _location(self, path: str) -> MemberLocation | None:
+        if path not in self._locations and self.archive.as_of is not None:
+            # A version's file: wherever the draft left its bytes (any file, loose or packed).
+            try:
+                self._locations[path] = file_location(self.archive, path)
+            except NotFound:
+                self._locations[path] = _ABSENT
         if path not in self._locations:
             self._locations[path] = (
                 None
@@ -71,6 +84,12 @@ class ArchiveFiles:
         location = self._location(key)
         if location is None:
             return self._loose.get(key)
+        if location is _ABSENT:
+            return None
+        if location.version_id is not None:
+            return self._version_range(
+                location, location.offset, location.offset + location.length
+            ).data
         got = self._shards.get_range(
             location.key, location.offset, location.offset + location.length
         )
@@ -89,7 +108,17 @@ class ArchiveFiles:
         else:
             first = min(location.offset + start, stop)
             stop = stop if end is None else min(location.offset + end, stop)
+        if location is _ABSENT:
+            return None
+        if location.version_id is not None:
+            return self._version_range(location, first, stop)
         return self._shards.get_range(location.key, first, stop, if_version=if_version)
+
+    def _version_range(self, location: MemberLocation, first: int, stop: int) -> RangeRead:
+        """Bytes of an object version the draft replaced (its versions never change)."""
+        assert location.version_id is not None
+        data = self.store.get_version_range(location.key, location.version_id, first, stop)
+        return RangeRead(data, location.version_id)
 
     def set(self, key: str, value: bytes) -> None:
         raise PermissionError("archive files are read-only here")

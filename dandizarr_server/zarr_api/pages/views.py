@@ -21,6 +21,7 @@ from dandizarr_server.zarr_api.parsers.paging import positive_int
 from dandizarr_server.zarr_api.paths import directory_problem
 from dandizarr_server.zarr_api.selectors.archive_contents import FileNode, node_get
 from dandizarr_server.zarr_api.selectors.archive_state import archive_state
+from dandizarr_server.zarr_api.selectors.archive_versions import archive_versions
 from dandizarr_server.zarr_api.selectors.lookups import annotated_archive_get, archive_get
 from dandizarr_server.zarr_api.throttles import throttled
 
@@ -101,8 +102,12 @@ def _archive_context(request: HttpRequest, zarr_id: str, path: str) -> dict[str,
     if problem:
         raise NotFound(f"path {path!r} {problem}")
     node = node_get(archive, path)
+    held = archive.as_of or archive
     context: dict[str, Any] = {
         "archive": archive,
+        # A version's figures when the page is of a version, else the draft's.
+        "shown": {"checksum": held.checksum, "file_count": held.file_count, "size": held.size},
+        "versions": list(archive_versions(archive)),
         "status": _status(archive),
         "service_url": _service_url(request),
         "crumbs": _crumbs(node.path),
@@ -127,7 +132,7 @@ def archive(request: HttpRequest, zarr_id: str) -> HttpResponse:
     context = _archive_context(request, zarr_id, "")
     archive = context["archive"]
     context["arrays"] = reads.archive_arrays(archive)
-    context["batches"] = reads.batch_history(archive)
+    context["batches"] = reads.batch_history(archive) if archive.as_of is None else None
     context["version_tag"] = preview.version_tag(archive)
     return render(request, "dandizarr/archive.html", context)
 
