@@ -394,6 +394,12 @@ class ObjectStore(abc.ABC):
     def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
         """Delete ``(key, version_id)`` pairs for good (absent ones are fine)."""
 
+    @abc.abstractmethod
+    def restore_version(self, key: str, version_id: str) -> None:
+        """Make version ``version_id`` of ``key`` its current object again, without moving its
+        bytes where the store can (S3: removing the delete markers above it; locally: a hard
+        link); else by a copy inside storage (S3: CopyObject)."""
+
     def find_version(self, key: str, etag: str | None) -> ObjectVersion | None:
         """The newest version of ``key`` whose ETag is ``etag`` (any, when None) that is not a
         delete marker: how a reader finds replaced bytes by their md5."""

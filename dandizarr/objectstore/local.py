@@ -298,6 +298,15 @@ class LocalObjectStore(ObjectStore):
         with handle:
             return os.pread(handle.fileno(), end - start, start)
 
+    def restore_version(self, key: str, version_id: str) -> None:
+        current = self.head(key)
+        if current is not None and current.etag == version_id:
+            return
+        path = self.path_of(key)
+        kept = self.retained.retain(key, path)
+        self.retained.link_back(key, version_id, path)
+        self.retained.replaced(kept)
+
     def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
         """A kept version's file, else the current object if it is that version (ids are md5s:
         a content kept and current at once is one version, the kept copy going first)."""

@@ -132,6 +132,12 @@ def info_of_open(key: str, path: Path, handle: BinaryIO) -> tuple[ObjectInfo, st
 # --- writes -----------------------------------------------------------------------------------
 
 
+def record_md5(path: Path, file: Path, md5: str) -> None:
+    """The sidecar of the object at ``path``, for ``file`` (about to be renamed to it)."""
+    meta = {"md5": md5, "identity": _identity(os.stat(file))}
+    _write_atomically(meta_path(path), json.dumps(meta).encode())
+
+
 def _write_atomically(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX)
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import BinaryIO
 
 from dandizarr.objectstore.base import ObjectInfo, ObjectNotFound
 from dandizarr.objectstore.keys import RESERVED_PREFIX
-from dandizarr.objectstore.local_files import info_of_open, key_segments
+from dandizarr.objectstore.local_files import info_of_open, key_segments, record_md5
 from dandizarr.objectstore.versions import ObjectVersion
 
 VERSION_PREFIX = RESERVED_PREFIX + "v-"
@@ -119,6 +120,20 @@ class RetainedVersions:
             return os.stat(self.objects_root.joinpath(*key_segments(key))).st_mtime
         except OSError:
             return 0.0
+
+    def link_back(self, key: str, version_id: str, path: Path) -> None:
+        """Make the kept version the object at ``path`` again (a hard link: no byte copied)."""
+        source = self.path(key, version_id)
+        if not source.exists():
+            raise ObjectNotFound(f"{key} (version {version_id})")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f"{RESERVED_PREFIX}restore-{uuid.uuid4().hex}")
+        os.link(source, temporary)
+        try:
+            record_md5(path, temporary, version_id)
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
 
     def open(self, key: str, version_id: str) -> BinaryIO:
         try:

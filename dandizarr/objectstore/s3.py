@@ -313,6 +313,9 @@ class S3ObjectStore(ObjectStore):
     def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
         s3_versions.delete(self.client, self.bucket, versions)
 
+    def restore_version(self, key: str, version_id: str) -> None:
+        s3_versions.restore(self.client, self.bucket, key, version_id)
+
     # --- presigned URLs -------------------------------------------------------------------------
 
     def presigned_put_url(self, key: str, md5_hex: str, *, expires_in: int) -> str:

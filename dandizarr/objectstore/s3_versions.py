@@ -92,3 +92,30 @@ def delete(client: S3Client, bucket: str, versions: Iterable[tuple[str, str]]) -
             raise ObjectStoreError(f"delete of {len(batch)} versions failed: {error}") from error
         if errors := response.get("Errors"):
             raise ObjectStoreError(f"could not delete {len(errors)} versions: {errors[:5]}")
+
+
+def restore(client: S3Client, bucket: str, key: str, version_id: str) -> None:
+    """Make ``version_id`` current: delete the delete markers above it when nothing else is
+    (a deleted object back, no byte moved); else a server-side copy of it onto the key."""
+    above: list[Raw] = []
+    for raw in raw_versions(client, bucket, key):
+        if raw[0] != key:
+            continue
+        if raw[1] == version_id:
+            break
+        above.append(raw)
+    else:
+        raise ObjectStoreError(f"{key} has no version {version_id}")
+    try:
+        if not above:
+            return  # current already
+        if all(marker for _k, _v, _e, _s, marker, _m in above):
+            delete(client, bucket, [(key, v) for _k, v, _e, _s, _marker, _m in above])
+            return
+        client.copy_object(
+            Bucket=bucket,
+            Key=key,
+            CopySource={"Bucket": bucket, "Key": key, "VersionId": version_id},
+        )
+    except ClientError as error:
+        raise ObjectStoreError(f"restoring {key} version {version_id}: {error}") from error

@@ -48,6 +48,11 @@ urlpatterns = [
         versions.VersionChangesView.as_view(),
         name="zarr-version-changes",
     ),
+    path(
+        zarr + "versions/<str:number>/reset/",
+        versions.DraftResetView.as_view(),
+        name="zarr-version-reset",
+    ),
     # The unambiguous form of browsing, and the spec's form (upload/ and files/ win there).
     path(zarr + "files/<path:path>", files.FilesView.as_view(), name="zarr-file"),
     path(zarr + "<path:path>", files.FilesView.as_view(), name="zarr-path"),

@@ -73,6 +73,7 @@ ROUTES = {
     "zarr-versions": PRIVATE,
     "zarr-version": PRIVATE,
     "zarr-version-changes": PRIVATE,
+    "zarr-version-reset": PRIVATE,
     "page-home": LISTS,
     "dandiset-list": LISTS,
     "zarr-list": LISTS,

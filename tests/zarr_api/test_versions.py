@@ -309,3 +309,47 @@ def test_the_archive_page_shows_each_version_with_its_own_picture(
     draft_picture = owner.client.get(f"/archives/{zarr_id}/preview.png?array=img")
     assert version_picture.status_code == draft_picture.status_code == 200
     assert version_picture.content == picture_1 != draft_picture.content
+
+
+def test_reset_makes_the_draft_a_version_again_and_keeps_every_version(
+    owner: Actor, dandiset: str, versioned_backend: str
+) -> None:
+    zarr_id = create_archive(owner, dandiset, "r.zarr", layout="loose")
+    add_asset(owner, dandiset, zarr_id, "r.zarr")
+    assert upload(owner.client, zarr_id, STATE_1).status_code == 200
+    publish(owner, dandiset)
+    assert upload(owner.client, zarr_id, {"a/x": b"x two", "a/z": b"z two"}).status_code == 200
+    delete(owner, zarr_id, "a/y")
+    publish(owner, dandiset)
+    assert upload(owner.client, zarr_id, {"a/x": b"x three", "new/file": b"n"}).status_code == 200
+    delete(owner, zarr_id, "keep")
+    v1, v2 = versions(owner, zarr_id)
+
+    response = owner.client.post(f"/api/zarr/{zarr_id}/versions/1/reset/")
+    assert response.status_code == 202, response.content
+    assert state_of(owner, zarr_id) == STATE_1
+    draft = owner.client.get(f"/api/zarr/{zarr_id}/").json()
+    assert (draft["checksum"], draft["checksum_status"]) == (v1["checksum"], "complete")
+    assert state_of(owner, v1["zarr_id"]) == STATE_1
+    assert state_of(owner, v2["zarr_id"]) == STATE_2
+    # Nothing differs any more; the reset itself is a change a next version records.
+    assert owner.client.get(f"/api/zarr/{zarr_id}/versions/1/changes/").json()["results"] == []
+    assert owner.client.post(f"/api/zarr/{zarr_id}/versions/2/reset/").status_code == 202
+    assert state_of(owner, zarr_id) == STATE_2
+    # Strangers cannot, and a version that does not exist is a 404.
+    assert owner.client.post(f"/api/zarr/{zarr_id}/versions/9/reset/").status_code == 404
+
+
+def test_reset_is_refused_while_an_upload_is_open(
+    owner: Actor, stranger: Actor, dandiset: str, versioned_backend: str
+) -> None:
+    zarr_id = create_archive(owner, dandiset, "o.zarr", layout="loose")
+    add_asset(owner, dandiset, zarr_id, "o.zarr")
+    assert upload(owner.client, zarr_id, {"f": b"1"}).status_code == 200
+    publish(owner, dandiset)
+    assert stranger.client.post(f"/api/zarr/{zarr_id}/versions/1/reset/").status_code == 403
+    assert upload(owner.client, zarr_id, {"f": b"2"}, complete=False)
+    response = owner.client.post(f"/api/zarr/{zarr_id}/versions/1/reset/")
+    assert response.status_code == 409 and "in progress" in response.json()["detail"]
+    assert owner.client.post(f"/api/zarr/{zarr_id}/upload/complete/").status_code == 200
+    assert state_of(owner, zarr_id) == {"f": b"2"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -16,12 +17,14 @@ from dandizarr.checksums import FileState
 from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
 from dandizarr_server.zarr_api.models import ArchiveVersion, ZarrArchive
 from dandizarr_server.zarr_api.parsers.paging import query_positive_int
+from dandizarr_server.zarr_api.permissions import require_writer
 from dandizarr_server.zarr_api.selectors.archive_versions import (
     archive_version_summary,
     archive_versions,
     version_changes,
 )
 from dandizarr_server.zarr_api.selectors.lookups import archive_get, parse_row_id
+from dandizarr_server.zarr_api.services.draft_reset import draft_reset
 from dandizarr_server.zarr_api.throttles import EXPENSIVE_READ_THROTTLES
 
 
@@ -105,4 +108,18 @@ class VersionChangesView(APIView):
                     for c in changes[:limit]
                 ],
             }
+        )
+
+
+class DraftResetView(APIView):
+    """``POST /api/zarr/{zarr_id}/versions/{number}/reset/``: make the draft that version
+    again (owners); 202 with the batches doing it."""
+
+    def post(self, request: Request, zarr_id: str, number: str) -> Response:
+        archive = _draft_of(zarr_id, request)
+        require_writer(request.user, archive.dandiset)
+        made = draft_reset(user=request.user, archive=archive, version=_version(archive, number))
+        return Response(
+            {"version": int(number), "batches": [b.pk for b in made]},
+            status=status.HTTP_202_ACCEPTED,
         )
