@@ -404,6 +404,8 @@ class ObjectStore(abc.ABC):
         """The newest version of ``key`` whose ETag is ``etag`` (any, when None) that is not a
         delete marker: how a reader finds replaced bytes by their md5."""
         for version in self.list_versions(key):
+            if version.key > key:
+                return None  # past the key: the listing is in key order
             wanted = etag is None or version.etag == etag
             if version.key == key and not version.delete_marker and wanted:
                 return version

@@ -18,6 +18,7 @@ import builtins
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
@@ -297,6 +298,23 @@ class LocalObjectStore(ObjectStore):
             handle = self.retained.open(key, version_id)
         with handle:
             return os.pread(handle.fileno(), end - start, start)
+
+    def find_version(self, key: str, etag: str | None) -> ObjectVersion | None:
+        """Version ids are md5s here: the current object or a kept file of that name."""
+        current = self.head(key)
+        if current is not None and etag in (None, current.etag):
+            modified = datetime.fromtimestamp(os.stat(self.path_of(key)).st_mtime, UTC)
+            return ObjectVersion(
+                key, current.etag, current.etag, current.size, True, False, None, modified
+            )
+        if etag is None:
+            return next((v for v in self.list_versions(key) if v.key == key), None)
+        try:
+            st = os.stat(self.retained.path(key, etag))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        replaced = datetime.fromtimestamp(st.st_mtime, UTC)
+        return ObjectVersion(key, etag, etag, st.st_size, False, False, replaced, replaced)
 
     def restore_version(self, key: str, version_id: str) -> None:
         current = self.head(key)

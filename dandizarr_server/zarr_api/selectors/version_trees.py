@@ -19,8 +19,6 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from django.utils import timezone
-
 from dandizarr.checksums import DirectoryListing, FileState, TreeSummary, apply_changes
 from dandizarr_server.zarr_api.exceptions import NotFound, ServiceUnavailable
 from dandizarr_server.zarr_api.keys import file_key
@@ -185,29 +183,34 @@ class VersionTree:
                     raise NotFound(f"{path!r} is not in version {self.version.number}")
                 if state.offset is not None:
                     return _shard_range(state)
-                return _loose(state.key, state.md5, state.size, self.archive, trust_current=False)
+                return _loose(state.key, state.md5, state.size)
             if member is not None:
                 return member
-            key = file_key(self.archive.zarr_id, path)
-            return _loose(key, md5, size, self.archive, trust_current=_quiet(self.archive))
+            return _loose(file_key(self.archive.zarr_id, path), md5, size)
         raise ServiceUnavailable(f"zarr archive {self.archive.zarr_id} is changing; try again")
 
 
-def _loose(
-    key: str, md5: str, size: int, archive: ZarrArchive, *, trust_current: bool
-) -> MemberLocation:
-    """A loose file's bytes: the object now at ``key`` if it still has ``md5``, else the
-    version of the key that has it (the draft replaced it)."""
-    if trust_current:
-        return MemberLocation(key, 0, size, md5)
-    store = get_store()
-    head = store.head(key)
-    if head is not None and head.etag == md5:
-        return MemberLocation(key, 0, size, md5)
-    found = store.find_version(key, md5)
-    if found is None:
-        raise NotFound(f"the bytes of {key!r} (md5 {md5}) are gone from storage")
-    return MemberLocation(key, 0, size, md5, version_id=None if found.latest else found.version_id)
+# (key, md5) -> the id of the object version with those bytes: immutable facts (a version's
+# bytes never change, and one a version reads is never collected), found once per process.
+_resolved: OrderedDict[tuple[str, str], str] = OrderedDict()
+_RESOLVED_ENTRIES = 100_000
+
+
+def _loose(key: str, md5: str, size: int) -> MemberLocation:
+    """A loose file's bytes: the version of its key with that md5, by id, so a read is exact
+    whatever the draft writes to the key meanwhile."""
+    with _overlays_lock:
+        version_id = _resolved.get((key, md5))
+    if version_id is None:
+        found = get_store().find_version(key, md5)
+        if found is None:
+            raise NotFound(f"the bytes of {key!r} (md5 {md5}) are gone from storage")
+        version_id = found.version_id
+        with _overlays_lock:
+            _resolved[key, md5] = version_id
+            while len(_resolved) > _RESOLVED_ENTRIES:
+                _resolved.popitem(last=False)
+    return MemberLocation(key, 0, size, md5, version_id=version_id)
 
 
 def _shard_range(state: HistoryState) -> MemberLocation:
@@ -222,13 +225,6 @@ def _shard_range(state: HistoryState) -> MemberLocation:
             raise NotFound(f"shard object {state.key!r} is gone from storage")
         version_id = found.version_id
     return MemberLocation(state.key, state.offset, state.size, state.md5, version_id=version_id)
-
-
-def _quiet(archive: ZarrArchive) -> bool:
-    """Nothing can have written the archive's loose objects behind its tree: no upload URL of
-    it is still valid. Its objects are then the draft's files exactly."""
-    valid_until = archive.upload_urls_valid_until
-    return valid_until is None or valid_until < timezone.now()
 
 
 def version_tree(archive: ZarrArchive, version: ArchiveVersion) -> VersionTree:
