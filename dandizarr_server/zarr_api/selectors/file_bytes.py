@@ -33,17 +33,15 @@ def stored_bytes(archive: ZarrArchive, path: str) -> StoredBytes:
     process's listing cache)."""
     tree = archive_tree_cached(archive)
     if isinstance(tree, VersionTree):
-        parent, name = posixpath.split(path)
-        listing = tree.read(parent)
-        entry = listing.files.get(name) if listing is not None else None
-        if entry is None:
+        found = tree.find_file(path)
+        if found is None:
             raise NotFound(
                 f"{path!r} is not a file of version {tree.version.number} of zarr archive "
                 f"{archive.zarr_id}",
                 path=path,
             )
-        found = tree.locate(path, entry.digest, entry.size)
-        return StoredBytes(found.key, found.offset, found.length, found.md5, found.version_id)
+        (md5, size), where = found
+        return StoredBytes(where.key, where.offset, size, md5, where.version_id)
     member = member_location(archive, path)
     if member is not None:
         return StoredBytes(member.key, member.offset, member.length, member.md5)

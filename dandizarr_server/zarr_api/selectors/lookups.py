@@ -42,6 +42,11 @@ def parse_row_id(text: str) -> int | None:
     return int(text)
 
 
+# Versions by their ids: rows that never change once made, so each is looked up once.
+_known_versions: dict[uuid.UUID, ArchiveVersion] = {}
+_KNOWN_VERSIONS = 100_000
+
+
 def archive_get(zarr_id: str | uuid.UUID, requester: Requester | None) -> ZarrArchive:
     """The archive, if ``requester`` may read it (dandizarr_server.zarr_api.permissions); else, as
     when there
@@ -49,17 +54,21 @@ def archive_get(zarr_id: str | uuid.UUID, requester: Requester | None) -> ZarrAr
     parsed = parse_zarr_id(zarr_id)
     if parsed is None:
         raise NotFound(f"no zarr archive with zarr_id {zarr_id!r}: zarr ids are UUIDs")
-    archive = ZarrArchive.objects.select_related("dandiset").filter(zarr_id=parsed).first()
-    if archive is None:
-        # A version's own id (what a published asset names): the archive, read as of it.
-        version = (
-            ArchiveVersion.objects.select_related("archive__dandiset")
-            .filter(version_id=parsed)
-            .first()
-        )
-        if version is not None:
-            archive = version.archive
-            archive.as_of = version
+    archives = ZarrArchive.objects.select_related("dandiset")
+    version = _known_versions.get(parsed)
+    if version is not None:
+        archive = archives.filter(pk=version.archive_id).first()
+    else:
+        archive = archives.filter(zarr_id=parsed).first()
+        if archive is None:
+            # A version's own id (what a published asset names): the archive, read as of it.
+            version = ArchiveVersion.objects.filter(version_id=parsed).first()
+            if version is not None:
+                archive = archives.filter(pk=version.archive_id).first()
+                if len(_known_versions) < _KNOWN_VERSIONS:
+                    _known_versions[parsed] = version
+    if archive is not None and version is not None:
+        archive.as_of = version
     if archive is None or not user_can_read(requester, archive.dandiset):
         raise NotFound(f"no zarr archive with zarr_id {zarr_id}")
     return archive

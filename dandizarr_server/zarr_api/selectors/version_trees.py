@@ -172,21 +172,44 @@ class VersionTree:
 
     def locate(self, path: str, md5: str, size: int) -> MemberLocation:
         """Where the bytes of file ``path`` (``md5``, ``size`` in this version's listing) are."""
+        found = self.find_file(path, (md5, size))
+        if found is None:
+            raise NotFound(f"{path!r} is not in version {self.version.number}")
+        return found[1]
+
+    def find_file(
+        self, path: str, known: tuple[str, int] | None = None
+    ) -> tuple[tuple[str, int], MemberLocation] | None:
+        """File ``path`` of this version, ``((md5, size), where its bytes are)``, or None;
+        its listing entry read here unless ``known``. One check for newer rows in all."""
+        parent, _, name = path.rpartition("/")
         for _ in range(_ATTEMPTS):
             overlay = self.overlay()
             state = overlay.rows.get(path)
+            entry = known
+            if state is None and entry is None:
+                listing = (
+                    overlay.listings[parent]
+                    if parent in overlay.listings
+                    else self.draft.read(parent)
+                )
+                file = listing.files.get(name) if listing is not None else None
+                entry = (file.digest, file.size) if file is not None else None
             member = None if state is not None else member_location(self.archive, path)
             if self._stale(overlay):
                 continue
             if state is not None:
                 if not state.present:
-                    raise NotFound(f"{path!r} is not in version {self.version.number}")
+                    return None
+                entry = (state.md5, state.size)
                 if state.offset is not None:
-                    return _shard_range(state)
-                return _loose(state.key, state.md5, state.size)
+                    return entry, _shard_range(state)
+                return entry, _loose(state.key, state.md5, state.size)
+            if entry is None:
+                return None
             if member is not None:
-                return member
-            return _loose(file_key(self.archive.zarr_id, path), md5, size)
+                return entry, member
+            return entry, _loose(file_key(self.archive.zarr_id, path), *entry)
         raise ServiceUnavailable(f"zarr archive {self.archive.zarr_id} is changing; try again")
 
 
