@@ -345,7 +345,7 @@ class Downloader:
                 if answer.status in (403, 404, 416) and not renewed:
                     renewed = relocate = True  # refused (an expired URL): ask for a new one
                     raise TryAgain(f"storage refused the URL: HTTP {answer.status}: {said}")
-                raise ClientError(f"storage answered {final_status_message(answer.status, said)}")
+                raise ClientError(f"from storage: {final_status_message(answer.status, said)}")
             if body.size == remote.size and body.md5.hexdigest() == remote.digest:
                 return body
             body.discard()

@@ -163,6 +163,7 @@ class Attempts:
         self.tries = 0
         self.exhausted = False
         self._first_failure: float | None = None
+        self._waited = 0.0
 
     def next_wait(
         self,
@@ -186,11 +187,13 @@ class Attempts:
             if error is not None and not is_transient_error(error):
                 return None
         wait = self.policy.delay(self.tries, parse_retry_after(retry_after))
-        if self.tries >= self.policy.attempts or (
-            now + wait - self._first_failure >= self.policy.max_elapsed
-        ):
+        # The time since the first failure, or the waits granted when they were not slept
+        # through on this clock (a policy's own ``sleep``).
+        elapsed = max(now - self._first_failure, self._waited)
+        if self.tries >= self.policy.attempts or elapsed + wait >= self.policy.max_elapsed:
             self.exhausted = True
             return None
+        self._waited += wait
         if self.counter is not None:
             self.counter.add()
         return wait

@@ -113,7 +113,7 @@ class StorageReads:
     def _refused(self, response: requests.Response, what: str) -> ClientError:
         """The error of a final answer from storage (400, 507, ...), as storage gave it."""
         said = final_status_message(response.status_code, response.text.strip()[:200])
-        return ClientError(f"storage answered {said} for {what} of archive {self.zarr_id}")
+        return ClientError(f"reading {what} of archive {self.zarr_id} from storage: {said}")
 
     def member(self, entry: FileEntry, byte_range: ByteRequest | None) -> bytes:
         """A packed file's bytes (or part of them): one range request on its shard."""
