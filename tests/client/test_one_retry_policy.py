@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from zarr.core.buffer import default_buffer_prototype
 
 from dandizarr.client import ApiClient, ApiError, ClientError, DandizarrClient, RetryPolicy
 from dandizarr.client.digests import tree_checksum
 from dandizarr.client.results import UploadResult
 from dandizarr.client.retry import Attempts, is_transient_status
 from dandizarr.client.storage_puts import PutStatus, StoragePuts
+from dandizarr.client.store import ArchiveStore
 from dandizarr.client.upload_types import LocalFile
 from tests.support.scripted_http import RESET, Reply, ScriptedServer, Seen, scripted_server
 
@@ -121,11 +123,6 @@ def through_a_get(server: ScriptedServer, policy: RetryPolicy, tmp: Path) -> Out
 
 
 def through_the_store(server: ScriptedServer, policy: RetryPolicy, tmp: Path) -> Outcome:
-    pytest.importorskip("zarr")
-    from zarr.core.buffer import default_buffer_prototype
-
-    from dandizarr.client import ArchiveStore
-
     serve_the_api(server)
     store = ArchiveStore(server.url, ZARR_ID, retry=policy)
     try:
@@ -222,9 +219,6 @@ def test_the_policy_in_one_place() -> None:
 def test_a_store_asks_the_service_through_the_api_client(server: ScriptedServer) -> None:
     """The store's calls to the service are the API client's: retried by its policy, its
     errors (``ApiError`` with the status) and its token."""
-    pytest.importorskip("zarr")
-    from dandizarr.client import ArchiveStore
-
     serve_the_api(server)
     route = server.route
     failures = [Reply(503, b"", {"Retry-After": "0"}), Reply(403, {"detail": "not yours"})]
