@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from zarr.core.buffer import default_buffer_prototype
 
 from dandizarr.client import ApiClient, ApiError, ClientError, DandizarrClient, RetryPolicy
 from dandizarr.client.digests import tree_checksum
 from dandizarr.client.results import UploadResult
-from dandizarr.client.retry import Attempts, is_transient_status
+from dandizarr.client.retry import Attempts, is_transient_error, is_transient_status
 from dandizarr.client.storage_puts import PutStatus, StoragePuts
 from dandizarr.client.store import ArchiveStore
 from dandizarr.client.upload_types import LocalFile
@@ -214,6 +215,14 @@ def test_the_policy_in_one_place() -> None:
     assert attempts.next_wait(status=404) is None and not attempts.exhausted
     assert attempts.next_wait(status=503, retry_after="7") == 7.0
     assert attempts.next_wait(error=ConnectionResetError()) is None and attempts.exhausted
+    # No answer is worth another try; a local file that cannot be read, or a bad URL, is not.
+    assert is_transient_error(ConnectionResetError()) and is_transient_error(TimeoutError())
+    assert is_transient_error(requests.ConnectionError()) and is_transient_error(
+        asyncio.IncompleteReadError(b"", 10)
+    )
+    assert not is_transient_error(FileNotFoundError()) and not is_transient_error(
+        requests.exceptions.InvalidURL()
+    )
 
 
 def test_a_store_asks_the_service_through_the_api_client(server: ScriptedServer) -> None:
