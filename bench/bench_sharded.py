@@ -95,8 +95,8 @@ def read_chunks(service: Service, zarr_id: str, root: Path, keys: list[str]) -> 
 
         return hook
 
-    store._storage.hooks["response"].append(counter("storage"))
-    store._api.hooks["response"].append(counter("api"))
+    store.client.storage_session.hooks["response"].append(counter("storage"))
+    store.client.api_session.hooks["response"].append(counter("api"))
 
     async def all_of_them() -> None:
         limit = asyncio.Semaphore(JOBS)  # JOBS reads at a time, as zarr-python would

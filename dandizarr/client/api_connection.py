@@ -1,15 +1,17 @@
 """``ApiConnection``: what every call of ``ApiClient`` goes through, apart from the calls.
 
-Holds the service's address and token, the HTTP sessions, the retry policy and its counter,
-the translation of error answers into the client's exceptions (``dandizarr.client.errors``),
-the service's description (``info``, which the calls consult for its limits) and the polling
-loop of the calls that wait for the server. The calls themselves, grouped by what they act on,
-are in ``api_archives``, ``api_browsing`` and ``api_batches``; ``ApiClient``
-(``dandizarr.client.api``) puts them together.
+Holds the service's address and token, the HTTP sessions, the retry policy
+(``dandizarr.client.retry``) and its counter, the translation of error answers into the client's
+exceptions (``dandizarr.client.errors``), the service's description (``info``, which the calls
+consult for its limits) and the polling loop of the calls that wait for the server. The calls
+themselves, grouped by what they act on, are in ``api_archives``, ``api_browsing`` and
+``api_batches``; ``ApiClient`` (``dandizarr.client.api``) puts them together.
 
-Two HTTP sessions: one for the service (with the token) and one for presigned storage URLs
-(never with the token: it is not theirs to see, and S3 rejects a second authorization).
-Both keep a connection pool as large as the number of parallel transfers.
+Two HTTP sessions: one for the service (with the token, ``request``) and one for presigned
+storage URLs (never with the token: it is not theirs to see, and S3 rejects a second
+authorization; ``storage_request``). Both keep a connection pool as large as the number of
+parallel transfers, and both go through the one retry policy. The uploads' and downloads'
+engines (libcurl, asyncio) take their decisions from the same policy and counter.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ from dandizarr.client.errors import (
 )
 from dandizarr.client.models import ServiceInfo
 from dandizarr.client.progress import Progress
-from dandizarr.client.retry import RetryCounter, RetryPolicy, request_with_retry
+from dandizarr.client.retry import (
+    RetryCounter,
+    RetryPolicy,
+    final_status_message,
+    request_with_retry,
+)
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 DEFAULT_JOBS = 32
@@ -170,6 +177,19 @@ class ApiConnection:
             return response
         raise self._error(method, url, response)
 
+    def storage_request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        """A presigned storage URL, through the storage session (never with the token) under
+        the retry policy; the answer with a final status is returned for the caller to judge
+        (an expired URL, a missing key). TransientError when the retries ran out, ClientError
+        when the request cannot be made at all."""
+        kwargs.setdefault("timeout", self.timeout)
+        try:
+            return request_with_retry(
+                self.storage_session, method, url, self.retry, counter=self.retries, **kwargs
+            )
+        except requests.RequestException as error:  # not transient: bad URL, TLS, ...
+            raise ClientError(f"cannot reach storage: {error}") from error
+
     def _error(self, method: str, url: str, response: requests.Response) -> ApiError:
         status = response.status_code
         body = _body(response)
@@ -194,9 +214,8 @@ class ApiConnection:
             409: BatchConflict,
         }
         error_class = classes.get(status, ApiError)
-        return error_class(
-            f"{where}: HTTP {status}: {detail}", status=status, method=method, url=url, body=body
-        )
+        message = f"{where}: {final_status_message(status, str(detail))}"
+        return error_class(message, status=status, method=method, url=url, body=body)
 
     def get_json(self, path: str, **kwargs: Any) -> Any:
         return self.request("GET", path, **kwargs).json()

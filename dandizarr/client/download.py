@@ -36,14 +36,14 @@ from dandizarr.client.errors import ClientError
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import DownloadResult
-from dandizarr.client.retry import TRANSIENT_EXCEPTIONS, is_transient_status, parse_retry_after
-from dandizarr.client.storage_gets import (
-    CHUNK,
-    TRANSIENT_GET_ERRORS,
-    Answer,
-    Connections,
-    proxied,
+from dandizarr.client.retry import (
+    TryAgain,
+    check_status,
+    final_status_message,
+    is_transient_error,
+    retrying_async,
 )
+from dandizarr.client.storage_gets import CHUNK, Answer, Connections, proxied
 
 # (url, headers, expected status, sink) -> the answer; the body goes to sink when expected.
 Fetch = Callable[[str, dict[str, str], int, Callable[[bytes], None]], Awaitable[Answer]]
@@ -250,7 +250,9 @@ class Downloader:
         feed = splitter(bodies, [remote.size for remote in run])
         try:
             answer: Answer | None = await fetch(first.download_url, {"Range": span}, 206, feed)
-        except (*TRANSIENT_GET_ERRORS, *TRANSIENT_EXCEPTIONS):
+        except Exception as error:  # each file then tries on its own, under the retry policy
+            if not is_transient_error(error):
+                raise
             answer = None
         for remote, (relative, target), body in zip(run, targets, bodies, strict=True):
             if (
@@ -312,17 +314,13 @@ class Downloader:
             if empty.md5.hexdigest() != remote.digest:
                 raise ClientError(f"an empty file cannot have the md5 {remote.digest}")
             return empty
-        policy = self.client.retry
         loop = asyncio.get_running_loop()
-        last: BaseException | None = None
-        retry_after: float | None = None
         located = remote
         relocate = located.download_url is None
-        for attempt in range(1, policy.attempts + 1):
-            if attempt > 1:
-                self.client.retries.add()
-                await asyncio.sleep(policy.delay(attempt - 1, retry_after))
-                retry_after = None
+        renewed = False  # a refused URL is renewed once: refused again, the file has failed
+
+        async def attempt() -> Body:
+            nonlocal located, relocate, renewed
             if relocate:
                 # A fresh URL from the service: the listing's may have expired.
                 located = await loop.run_in_executor(
@@ -331,34 +329,32 @@ class Downloader:
                 relocate = False
             assert located.download_url is not None
             ranged = located.range_header()
+            expected = 206 if ranged else 200
             body = Body(tmp)
             try:
                 answer = await fetch(
-                    located.download_url,
-                    {"Range": ranged} if ranged else {},
-                    206 if ranged else 200,
-                    body.write,
+                    located.download_url, {"Range": ranged} if ranged else {}, expected, body.write
                 )
-            except (*TRANSIENT_GET_ERRORS, *TRANSIENT_EXCEPTIONS) as error:
+            except BaseException:
                 body.discard()
-                last = error
-                continue
-            if answer.status != (206 if ranged else 200):
+                raise
+            if answer.status != expected:
                 body.discard()
-                last = ClientError(
-                    f"storage answered HTTP {answer.status}: {answer.error_body[:200]!r}"
-                )
-                if is_transient_status(answer.status):
-                    retry_after = parse_retry_after(answer.headers.get("retry-after"))
-                else:
-                    relocate = True  # refused (an expired URL, for one): ask for a new one
-                continue
+                said = answer.error_body[:200].decode("utf-8", "replace")
+                check_status(answer.status, answer.headers.get("retry-after"), said)
+                if answer.status in (403, 404, 416) and not renewed:
+                    renewed = relocate = True  # refused (an expired URL): ask for a new one
+                    raise TryAgain(f"storage refused the URL: HTTP {answer.status}: {said}")
+                raise ClientError(f"from storage: {final_status_message(answer.status, said)}")
             if body.size == remote.size and body.md5.hexdigest() == remote.digest:
                 return body
             body.discard()
-            last = ClientError(
+            relocate = True
+            raise TryAgain(
                 f"got {body.size} bytes with md5 {body.md5.hexdigest()}, expected "
                 f"{remote.size} bytes with md5 {remote.digest}"
             )
-            relocate = True
-        raise ClientError(f"download failed after {policy.attempts} tries: {last}")
+
+        return await retrying_async(
+            attempt, self.client.retry, what=f"GET of {remote.path}", counter=self.client.retries
+        )

@@ -9,10 +9,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO
 
-import requests
-
 from dandizarr.client.batch_session import BatchSession
-from dandizarr.client.errors import ClientError, TransientError
+from dandizarr.client.errors import ClientError
 from dandizarr.client.pack_types import PackBatch, PreparedShard
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
@@ -138,7 +136,7 @@ class PackBatchSender:
 
         try:
             response = self.puts.send(url, shard.md5, body_factory)
-        except (TransientError, requests.RequestException, OSError) as error:
+        except (ClientError, OSError) as error:  # retries ran out, or no body to send
             return PutOutcome(shard, PutStatus.FAILED, str(error))
         finally:
             for file in opened:

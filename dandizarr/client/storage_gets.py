@@ -7,7 +7,9 @@ thread to thread. One event loop with a connection per worker does the same GETs
 fraction of that CPU. It speaks just what presigned GETs need: ``GET`` with a few headers,
 answers with ``Content-Length``, chunked or read to the end, ``Connection: close``, TLS for
 ``https``. No proxies: a caller whose storage is behind one uses ``requests`` instead
-(``proxied``).
+(``proxied``). No retries but the one every HTTP client makes: a request on a kept
+connection the server closed while it was idle is sent again at once on a new one; the rest
+is the retry policy's (``dandizarr.client.retry``), which the caller applies.
 """
 
 from __future__ import annotations
@@ -28,17 +30,9 @@ _BUFFER_LIMIT = CHUNK
 _ERROR_BODY_LIMIT = 4096
 
 
-class ProtocolError(Exception):
-    """An answer that is not HTTP/1.x as expected: the connection cannot be reused."""
-
-
-# What a failed GET can raise that another try (on a new connection) may cure.
-TRANSIENT_GET_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,  # ConnectionError, TimeoutError, ssl.SSLError
-    asyncio.IncompleteReadError,
-    asyncio.LimitOverrunError,
-    ProtocolError,
-)
+class ProtocolError(ConnectionError):
+    """An answer that is not HTTP/1.x as expected: the connection cannot be reused (a
+    connection error: the retry policy, ``dandizarr.client.retry``, tries again)."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +104,10 @@ class Connection:
         expect: int,
         sink: Callable[[bytes], None],
     ) -> Answer:
-        """``GET target``; the body goes to ``sink`` when the status is ``expect``. Raises one
-        of TRANSIENT_GET_ERRORS (the connection closed) when the exchange fails, TimeoutError
-        when no byte came for ``timeout`` seconds.
+        """``GET target``; the body goes to ``sink`` when the status is ``expect``. Raises what
+        the socket or the stream raised (the connection closed) when the exchange fails,
+        TimeoutError when no byte came for ``timeout`` seconds; whether to try again is the
+        retry policy's to say (``dandizarr.client.retry``).
 
         A kept connection the server closed while it was idle fails before any answer: the
         request is sent again at once on a new one (as every HTTP client does), not counted

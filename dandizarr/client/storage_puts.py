@@ -1,6 +1,7 @@
 """PUTs to presigned storage URLs: a local file (read again and checked against the md5 it was
-hashed with) or any body with a known md5, sent with its ``Content-MD5`` and retried when the
-failure is transient. What storage answered becomes a ``PutOutcome``."""
+hashed with) or any body with a known md5, sent with its ``Content-MD5`` and retried as the
+client's one retry policy (``dandizarr.client.retry``) says. What storage answered becomes a
+``PutOutcome``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from dandizarr.client.api import ApiClient
 from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
 from dandizarr.client.digests import content_md5
 from dandizarr.client.results import UploadResult
-from dandizarr.client.retry import is_transient_status, parse_retry_after, request_with_retry
+from dandizarr.client.retry import Attempts, final_status_message
 from dandizarr.client.upload_types import LocalFile
 
 # Files up to this size are read whole (hashed before the PUT, so a changed file is never
@@ -116,13 +117,8 @@ def refused(item: _Item, response: HttpReply) -> PutOutcome[_Item]:
     if _storage_refused(response):
         return PutOutcome(item, PutStatus.EXPIRED, f"HTTP {response.status_code}: {text}")
     if response.status_code == 507:
-        return PutOutcome(
-            item,
-            PutStatus.FAILED,
-            f"storage is full (HTTP 507 {storage_error(response.text)}); free space on the "
-            "server's storage, then run the upload again: it resumes",
-        )
-    return PutOutcome(item, PutStatus.FAILED, f"HTTP {response.status_code}: {text}")
+        return PutOutcome(item, PutStatus.FAILED, final_status_message(507, storage_error(text)))
+    return PutOutcome(item, PutStatus.FAILED, final_status_message(response.status_code, text))
 
 
 def storage_error(body: str) -> str:
@@ -159,8 +155,8 @@ class StoragePuts:
         on_ok: Callable[[LocalFile], None] = lambda entry: None,
     ) -> list[PutOutcome[LocalFile]]:
         """PUT many local files at once (``jobs`` in flight, from this thread), each unless it
-        no longer has the md5 it was hashed with (CHANGED); transient failures are tried again
-        as ``send`` tries them. ``on_ok`` is called as each one is stored."""
+        no longer has the md5 it was hashed with (CHANGED); failures are tried again as the
+        client's retry policy says, as ``send``'s are. ``on_ok`` is called as each one is stored."""
         files = _Files(root, list(entries), list(urls), on_ok)
         files.grow(len(entries))
         self._put_rounds(files, _given(len(entries)))
@@ -193,10 +189,11 @@ class StoragePuts:
         return files.entries, files.urls, files.final()
 
     def _put_rounds(self, files: _Files, take: Callable[[float], list[int] | None]) -> None:
-        """The files ``take`` hands over, then rounds of those to try again after a wait."""
+        """The files ``take`` hands over, then rounds of those the retry policy tries again,
+        after the longest of their waits (many PUTs in flight from one thread: the engine's
+        rounds are the loop, each file's ``Attempts`` the decisions)."""
         waits = self._put_round(files, take)
         while waits:
-            self.client.retries.add(len(waits))
             self.client.retry.sleep(max(waits.values()))
             waits = self._put_round(files, _given(list(waits)))
 
@@ -207,7 +204,6 @@ class StoragePuts:
         returns those to try again, each with its wait."""
         root, entries, urls = files.root, files.entries, files.urls
         outcomes, tries, on_ok = files.outcomes, files.tries, files.on_ok
-        policy = self.client.retry
         sending: list[int] = []
         readers: dict[int, HashingReader] = {}
 
@@ -244,14 +240,13 @@ class StoragePuts:
                 outcomes[i] = PutOutcome(entry, PutStatus.CHANGED, str(reply.reader_error))
             elif reply.reader_error is not None:
                 outcomes[i] = PutOutcome(entry, PutStatus.FAILED, str(reply.reader_error))
-            elif reply.status == 0 or is_transient_status(reply.status):
-                if tries[i] < policy.attempts:
-                    again[i] = policy.delay(tries[i], _retry_after(reply))
-                else:
-                    why = reply.error or f"HTTP {reply.status}"
-                    outcomes[i] = PutOutcome(
-                        entry, PutStatus.FAILED, f"PUT kept failing after {tries[i]} tries: {why}"
-                    )
+            elif not reply.ok and (wait := self._retry_wait(files, i, reply)) is not None:
+                again[i] = wait
+            elif not reply.ok and files.attempts[i].exhausted:
+                why = reply.error or f"HTTP {reply.status}"
+                outcomes[i] = PutOutcome(
+                    entry, PutStatus.FAILED, f"PUT kept failing after {tries[i]} tries: {why}"
+                )
             elif reply.ok and reader is not None and reader.md5.hexdigest() != entry.md5:
                 outcomes[i] = PutOutcome(entry, PutStatus.CHANGED, "content differs from its hash")
             elif reply.ok:
@@ -269,18 +264,21 @@ class StoragePuts:
             self.result.put_requests += sum(tries[i] > 0 for i in sending)
         return again
 
+    def _retry_wait(self, files: _Files, i: int, reply: Reply) -> float | None:
+        """The retry policy's wait before file ``i`` is sent again after ``reply`` (no answer,
+        or an error status), None when it is not to be."""
+        attempts = files.attempts.get(i)
+        if attempts is None:  # its first failure: most files have none, and no Attempts
+            attempts = files.attempts[i] = Attempts(self.client.retry, self.client.retries)
+        if reply.status == 0:
+            return attempts.next_wait()  # no answer: the engine says why in ``reply.error``
+        return attempts.next_wait(status=reply.status, retry_after=reply.headers.get("retry-after"))
+
     def send(self, url: str, md5_hex: str, body_factory: Callable[[], Body]) -> requests.Response:
-        """One presigned PUT with its Content-MD5, retried when transient (a fresh body each
-        try)."""
-        response = request_with_retry(
-            self.client.storage_session,
-            "PUT",
-            url,
-            self.client.retry,
-            counter=self.client.retries,
-            body_factory=body_factory,
-            headers=_put_headers(md5_hex),
-            timeout=self.client.timeout,
+        """One presigned PUT with its Content-MD5 through the client's storage session, under
+        its retry policy (a fresh body each try)."""
+        response = self.client.storage_request(
+            "PUT", url, body_factory=body_factory, headers=_put_headers(md5_hex)
         )
         with self._lock:
             self.result.put_requests += 1
@@ -298,6 +296,8 @@ class _Files:
     on_ok: Callable[[LocalFile], None]
     outcomes: list[PutOutcome[LocalFile] | None] = field(default_factory=list)
     tries: list[int] = field(default_factory=list)
+    # The retry policy's record of each file that failed at least once.
+    attempts: dict[int, Attempts] = field(default_factory=dict)
     read_ahead: dict[int, FileBody] = field(default_factory=dict)
 
     def grow(self, count: int) -> None:
@@ -343,10 +343,6 @@ def _given(todo: int | list[int]) -> Callable[[float], list[int] | None]:
 
 def _put_headers(md5_hex: str) -> dict[str, str]:
     return {"Content-MD5": content_md5(md5_hex), "Content-Type": "application/octet-stream"}
-
-
-def _retry_after(reply: Reply) -> float | None:
-    return parse_retry_after(reply.headers.get("retry-after")) if reply.status else None
 
 
 FileBody = bytes | HashingReader | PutOutcome[LocalFile]

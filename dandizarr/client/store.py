@@ -21,8 +21,10 @@ How a key is read (docs/api.md):
 
 The store is a snapshot in the sense that listings are cached for its lifetime; call
 ``invalidate()`` to forget them (e.g. after the archive was changed by an upload).
-Blocking HTTP runs in worker threads (``asyncio.to_thread``) over pooled ``requests`` sessions:
-one for the service (with the token, if any) and one for storage (never with the token).
+Blocking HTTP runs in worker threads (``asyncio.to_thread``) through the client's
+``ApiClient`` (``store.client``): its pooled sessions, one for the service (with the token, if
+any) and one for storage (never with the token), and its one retry policy
+(``dandizarr.client.retry``, ``retry=`` to change it) for both.
 """
 
 from __future__ import annotations
@@ -33,8 +35,6 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 from urllib.parse import quote
 
-import requests
-
 try:
     import zarr  # noqa: F401
 except ImportError as error:  # zarr is not a dependency of the service or the upload client
@@ -42,9 +42,10 @@ except ImportError as error:  # zarr is not a dependency of the service or the u
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype
 
-from dandizarr.client.api_connection import make_session
-from dandizarr.client.errors import ApiError, ClientError
+from dandizarr.client.api import ApiClient
+from dandizarr.client.errors import ClientError
 from dandizarr.client.models import RemoteFile
+from dandizarr.client.retry import RetryPolicy
 from dandizarr.client.store_reads import (
     DirectoryListing,
     FileEntry,
@@ -76,6 +77,7 @@ class ArchiveStore(Store):
         timeout: float = 60.0,
         page_size: int = PAGE_SIZE,
         recursive_limit: int = RECURSIVE_LIMIT,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if not read_only:
             raise ValueError("ArchiveStore is read-only")
@@ -86,13 +88,12 @@ class ArchiveStore(Store):
         self.timeout = timeout
         self.page_size = page_size  # entries per page of a directory listing
         self.recursive_limit = recursive_limit  # files per page of a recursive listing
-        self._api = make_session(POOL_SIZE, agent="dandizarr-store")
-        if token:
-            self._api.headers["Authorization"] = f"Token {token}"
-        self._storage = make_session(POOL_SIZE, agent="dandizarr-store")
-        self._reads = StorageReads(
-            self._storage, timeout, zarr_id, count=self._count_storage_request
+        self.retry = retry
+        # The client's API client: its sessions, errors and retry policy are the store's.
+        self.client = ApiClient(
+            self.server_url, token, jobs=POOL_SIZE, retry=retry, timeout=timeout
         )
+        self._reads = StorageReads(self.client, zarr_id, count=self._count_storage_request)
         self._lock = threading.Lock()
         self._directories: dict[str, DirectoryListing | None] = {}  # None: no such directory
         # Keys looked up one by one (with their URLs), None when absent: a read never lists a
@@ -131,6 +132,7 @@ class ArchiveStore(Store):
             "timeout": self.timeout,
             "page_size": self.page_size,
             "recursive_limit": self.recursive_limit,
+            "retry": self.retry,
         }
 
     def __getstate__(self) -> dict[str, Any]:
@@ -149,8 +151,7 @@ class ArchiveStore(Store):
 
     def close(self) -> None:
         super().close()
-        self._api.close()
-        self._storage.close()
+        self.client.close()
 
     def invalidate(self) -> None:
         """Forget every cached listing and file entry."""
@@ -161,38 +162,20 @@ class ArchiveStore(Store):
     # --- HTTP --------------------------------------------------------------------------------
 
     def _files_url(self, path: str) -> str:
-        return f"{self.server_url}/api/zarr/{quote(self.zarr_id, safe='')}/tree/{quote(path)}"
+        return f"/api/zarr/{quote(self.zarr_id, safe='')}/tree/{quote(path)}"
 
     def _api_get(self, url: str, params: dict[str, Any] | None = None) -> Any | None:
-        """The JSON answer of a GET to the service; None on 404."""
+        """The JSON answer of a GET to the service (a path, or a ``next`` URL it gave); None
+        on 404. Other errors are the API client's (``ApiError`` and its kinds)."""
         with self._lock:
             self.api_requests += 1
-        try:
-            response = self._api.get(url, params=params, timeout=self.timeout)
-        except requests.RequestException as error:
-            raise ClientError(f"cannot reach {self.server_url}: {error}") from error
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            try:
-                body: Any = response.json()
-            except ValueError:
-                body = response.text[:300]
-            detail = body.get("detail", body) if isinstance(body, dict) else body
-            raise ApiError(
-                f"GET {url}: HTTP {response.status_code}: {detail}",
-                status=response.status_code,
-                method="GET",
-                url=url,
-                body=body,
-            )
-        return response.json()
+        response = self.client.request("GET", url, params=params, expect=(200, 404))
+        return None if response.status_code == 404 else response.json()
 
     # --- opening ----------------------------------------------------------------------------
 
     def _check_archive(self) -> None:
-        url = f"{self.server_url}/api/zarr/{quote(self.zarr_id, safe='')}/"
-        if self._api_get(url) is None:
+        if self._api_get(f"/api/zarr/{quote(self.zarr_id, safe='')}/") is None:
             raise FileNotFoundError(f"no zarr archive {self.zarr_id} on {self.server_url}")
 
     async def _open(self) -> None:

@@ -1,6 +1,8 @@
 """How ``ArchiveStore`` reads an archive: what it caches of a file (``FileEntry``) and of a
 directory (``DirectoryListing``), and the reads from storage of a file, or of a file packed in
-a shard, whole or a byte range of it, each checked against what the service recorded."""
+a shard, whole or a byte range of it, each checked against what the service recorded. The
+reads go through the client's storage session under its retry policy
+(``ApiConnection.storage_request``)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from dataclasses import dataclass, field
 import requests
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 
+from dandizarr.client.api_connection import ApiConnection
 from dandizarr.client.errors import ClientError
+from dandizarr.client.retry import final_status_message
 
 
 @dataclass
@@ -69,10 +73,9 @@ class StaleEntry(Exception):
 class StorageReads:
     """Reads from storage for one archive's store; each raises StaleEntry when storage does not
     match the entry (expired URL, changed or vanished file). ``count`` is called for each
-    storage request."""
+    storage read (its retries, the client's retry counter counts)."""
 
-    storage: requests.Session
-    timeout: float
+    client: ApiConnection
     zarr_id: str
     count: Callable[[], None]
 
@@ -86,14 +89,9 @@ class StorageReads:
             return b""
         assert entry.url is not None
         self.count()
-        try:
-            response = self.storage.get(
-                entry.url,
-                headers={"Range": header} if header else None,
-                timeout=self.timeout,
-            )
-        except requests.RequestException as error:
-            raise ClientError(f"cannot read from storage: {error}") from error
+        response = self.client.storage_request(
+            "GET", entry.url, headers={"Range": header} if header else None
+        )
         if response.status_code in (403, 404):
             raise StaleEntry()
         if response.status_code == 416:
@@ -110,9 +108,12 @@ class StorageReads:
             if header is None and hashlib.md5(data).hexdigest() != entry.digest:
                 raise StaleEntry()
             return data[wanted]
-        raise ClientError(
-            f"storage answered HTTP {response.status_code} for a file of archive {self.zarr_id}"
-        )
+        raise self._refused(response, "a file")
+
+    def _refused(self, response: requests.Response, what: str) -> ClientError:
+        """The error of a final answer from storage (400, 507, ...), as storage gave it."""
+        said = final_status_message(response.status_code, response.text.strip()[:200])
+        return ClientError(f"reading {what} of archive {self.zarr_id} from storage: {said}")
 
     def member(self, entry: FileEntry, byte_range: ByteRequest | None) -> bytes:
         """A packed file's bytes (or part of them): one range request on its shard."""
@@ -122,12 +123,9 @@ class StorageReads:
             return b""
         first, last = entry.shard_offset + start, entry.shard_offset + stop - 1
         self.count()
-        try:
-            response = self.storage.get(
-                entry.url, headers={"Range": f"bytes={first}-{last}"}, timeout=self.timeout
-            )
-        except requests.RequestException as error:
-            raise ClientError(f"cannot read from storage: {error}") from error
+        response = self.client.storage_request(
+            "GET", entry.url, headers={"Range": f"bytes={first}-{last}"}
+        )
         if response.status_code in (403, 404, 416):
             raise StaleEntry()
         if response.status_code == 206:
@@ -135,10 +133,7 @@ class StorageReads:
         elif response.status_code == 200:  # storage ignored the range: the whole shard
             data = response.content[first : last + 1]
         else:
-            raise ClientError(
-                f"storage answered HTTP {response.status_code} for a shard of archive "
-                f"{self.zarr_id}"
-            )
+            raise self._refused(response, "a shard")
         if len(data) != stop - start:
             raise StaleEntry()
         if byte_range is None and hashlib.md5(data).hexdigest() != entry.digest:

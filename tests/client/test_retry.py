@@ -64,7 +64,7 @@ def test_retries_run_out_with_a_clear_error(
     server: ScriptedServer, session: requests.Session, policy: RetryPolicy
 ) -> None:
     server.default = Reply(500, b"boom")
-    with pytest.raises(TransientError, match=r"HTTP 500 after 5 tries"):
+    with pytest.raises(TransientError, match=r"kept failing after 5 tries: HTTP 500"):
         request_with_retry(session, "PUT", server.url + "/x", policy, data=b"abc")
     assert len(server.seen) == 5
 

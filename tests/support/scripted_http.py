@@ -1,13 +1,22 @@
-"""A tiny real HTTP server in a thread whose answers a test scripts, one per request."""
+"""A tiny real HTTP server in a thread whose answers a test scripts, one per request.
+
+A ``Reply`` with status ``RESET`` answers nothing: the connection is reset (TCP RST) once the
+request is read. ``route`` answers some requests on its own (the service's side of a test
+whose script is storage's)."""
 
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+RESET = 0
 
 
 @dataclass
@@ -23,6 +32,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: bytes
+    at: float = 0.0  # time.monotonic() when it came
 
 
 class ScriptedServer:
@@ -32,6 +42,7 @@ class ScriptedServer:
         self.replies: list[Reply] = []
         self.default = Reply(200, b"ok")
         self.seen: list[Seen] = []
+        self.route: Callable[[Seen], Reply | None] = lambda seen: None
         self._lock = threading.Lock()
         outer = self
 
@@ -44,11 +55,20 @@ class ScriptedServer:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                seen = Seen(
+                    self.command, self.path, dict(self.headers.items()), body, time.monotonic()
+                )
                 with outer._lock:
-                    outer.seen.append(
-                        Seen(self.command, self.path, dict(self.headers.items()), body)
+                    outer.seen.append(seen)
+                    reply = outer.route(seen)
+                    if reply is None:
+                        reply = outer.replies.pop(0) if outer.replies else outer.default
+                if reply.status == RESET:
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
                     )
-                    reply = outer.replies.pop(0) if outer.replies else outer.default
+                    self.close_connection = True
+                    return
                 data = reply.body
                 if not isinstance(data, bytes):
                     data = json.dumps(data).encode()
