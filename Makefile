@@ -45,7 +45,7 @@ compose-schema: $(COMPOSE_SCHEMA)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[server,zarr,test,lint]'
+	$(BIN)/pip install --quiet -e '.[server,zarr,ome,test,lint]'
 	touch $(STAMP)
 
 install: $(STAMP)
