@@ -2,8 +2,9 @@
 fragment holds) that opens them from the service's ``/zarr/`` routes.
 
 One helper, ``viewer_link``, builds every link from the archive's base URL
-(``https://host/zarr/{zarr_id}/``; a version's base URL works the same): ``zarr://`` sources
-for Zarr v2, ``zarr3://`` for v3 (``sharding_indexed`` included). An OME image is one
+(``https://host/zarr/{zarr_id}/``; a version's base URL works the same): ``zarr2://`` sources
+for Zarr v2 (``zarr://`` would first probe for ``zarr.json``, a 404 in the console),
+``zarr3://`` for v3 (``sharding_indexed`` included). An OME image is one
 multiscale layer per channel drawn (Neuroglancer reads the levels, axes and units from the
 metadata), the coordinate space its axes, units and voxel size, each channel in its colour
 and window, the view centred.
@@ -56,7 +57,7 @@ def neuroglancer_unit(unit: str | None, scale: float) -> tuple[float, str]:
 
 def source_url(base_url: str, path: str, zarr_format: int) -> str:
     """The Neuroglancer data source of the node at ``path`` of the archive at ``base_url``."""
-    scheme = "zarr3" if zarr_format == 3 else "zarr"
+    scheme = "zarr3" if zarr_format == 3 else "zarr2"
     url = base_url if base_url.endswith("/") else base_url + "/"
     if path:
         url += quote(path.strip("/"), safe="/") + "/"
@@ -109,6 +110,9 @@ def image_state(image: Image, base_url: str) -> dict[str, Any]:
     if dimensions and len(position) == len(dimensions):
         state["dimensions"] = dimensions
         state["position"] = position
+        # x across, y down, z into the screen (the axes' own order is z, y, x).
+        space = [axis.name for axis in image.axes if axis.type == "space"]
+        state["displayDimensions"] = space[::-1][:3]
     axes = picture_axes(image)
     if level is not None and axes is not None and len(level.shape) == len(image.axes):
         extent = max(level.shape[axes[0]], level.shape[axes[1]])

@@ -140,4 +140,4 @@ def test_neuroglancer_state_opens_the_image_from_the_base_url(tmp_path: Path) ->
     link = ng.viewer_link(state)
     assert link.startswith("/neuroglancer/v/dandizarr/#!%7B")
     v2 = ng.array_state("http://host/zarr/abc/", "a/b", 2, (4, 5, 6))
-    assert v2["layers"][0]["source"] == "zarr://http://host/zarr/abc/a/b/"
+    assert v2["layers"][0]["source"] == "zarr2://http://host/zarr/abc/a/b/"

@@ -70,6 +70,7 @@ ROUTES = {
     "zarr-batch": PRIVATE,
     "zarr-file": PRIVATE,
     "zarr-path": PRIVATE,
+    "zarr-ome": PRIVATE,
     "page-home": LISTS,
     "dandiset-list": LISTS,
     "zarr-list": LISTS,
@@ -81,6 +82,9 @@ ROUTES = {
     "healthz": SERVICE,
     "readyz": SERVICE,
     "metrics": SERVICE,
+    "neuroglancer": SERVICE,
+    "neuroglancer-viewer": SERVICE,
+    "neuroglancer-file": SERVICE,
     "local-storage-object": SIGNED,
 }
 # The same routes for rows that do not exist.
@@ -93,6 +97,8 @@ ABSENT = {
     "path": "img/0.0",
     "key": "img/0.0",
     "storage_key": "zarr/00000000-0000-4000-8000-000000000000/img/0.0",
+    "token": "dandizarr",
+    "name": "no-such-file.js",
 }
 # Methods a stranger tries on a private route: every one must be the absent row's 404.
 METHODS = ("get", "head", "post", "put", "delete")
@@ -145,6 +151,8 @@ def private(owner: Actor, s3_storage: str) -> dict[str, str]:
         "path": "img/0.0",
         "key": "img/0.0",
         "storage_key": f"zarr/{zarr_id}/img/0.0",
+        "token": "dandizarr",
+        "name": "no-such-file.js",
     }
 
 

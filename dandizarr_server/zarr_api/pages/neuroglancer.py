@@ -74,7 +74,10 @@ def _page() -> str:
     at = page.find(_FIRST_SCRIPT)
     if at < 0:
         raise ClientMissing("the neuroglancer client's index.html loads no script")
-    shim = f'<script src="{escape(static("dandizarr/neuroglancer-offline.js"))}"></script>'
+    shim = (
+        f'<link rel="icon" href="{escape(static("dandizarr/favicon.svg"))}" type="image/svg+xml">'
+        f'<script src="{escape(static("dandizarr/neuroglancer-offline.js"))}"></script>'
+    )
     return page[:at] + shim + page[at:]
 
 
