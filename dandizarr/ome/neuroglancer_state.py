@@ -94,7 +94,7 @@ def image_state(image: Image, base_url: str) -> dict[str, Any]:
                 "type": "image",
                 "source": source,
                 "name": channel.label,
-                "localPosition": [i + 0.5],
+                "localPosition": [i],
                 "shader": _channel_shader(channel.color),
                 "blend": "additive",
                 "visible": channel.active,
