@@ -37,7 +37,11 @@ def test_ome_zarr_v2_image_is_described_and_valid(tmp_path: Path) -> None:
     assert [lv.path for lv in image.levels] == ["s0", "s1", "s2"]
     assert image.levels[0].shape == (2, 8, 96, 128) and image.levels[0].chunks == (1, 4, 32, 32)
     assert image.levels[1].scale == (1.0, 2.0, 1.0, 1.0) and image.levels[1].dtype == "uint16"
-    assert image.voxel_size == (("z", 2.0, "micrometer"), ("y", 0.5, "micrometer"), ("x", 0.5, "micrometer"))  # noqa: E501
+    assert image.voxel_size == (
+        ("z", 2.0, "micrometer"),
+        ("y", 0.5, "micrometer"),
+        ("x", 0.5, "micrometer"),
+    )
     assert [(c.label, c.color, c.window) for c in image.channels] == [
         ("DAPI", "0000FF", (0.0, 1500.0)), ("GFP", "00FF00", (200.0, 2500.0)),
     ]  # fmt: skip
@@ -56,7 +60,12 @@ def test_ngff_v3_sharded_image_is_described_and_valid(tmp_path: Path) -> None:
     summary = validate(docs, describe(docs))
     (image,) = summary.images
     assert (image.path, image.version, image.zarr_format) == ("image", "0.5", 3)
-    assert image.levels[0].chunks == (1, 2, 64, 64) and image.levels[0].inner_chunks == (1, 1, 32, 32)  # noqa: E501
+    assert image.levels[0].chunks == (1, 2, 64, 64) and image.levels[0].inner_chunks == (
+        1,
+        1,
+        32,
+        32,
+    )
     assert image.levels[1].shape == (2, 6, 80, 60) and image.levels[1].scale[2:] == (0.5, 0.5)
     (verdict,) = summary.validations
     assert verdict.valid and verdict.model == "v05.image.Image"
@@ -89,7 +98,19 @@ def test_invalid_metadata_gives_each_error_with_its_path(tmp_path: Path) -> None
         {"multiscales": "nope"},
         {"multiscales": [{"axes": 3, "datasets": [{"path": 5}]}]},
         {"multiscales": [{"axes": [{"name": "x"}], "datasets": [{"path": "../../etc"}]}]},
-        {"multiscales": [{"datasets": [{"path": "s0", "coordinateTransformations": [{"type": "scale", "scale": ["a"]}]}]}], "omero": {"channels": [1, {"color": "zz", "window": []}]}},  # noqa: E501
+        {
+            "multiscales": [
+                {
+                    "datasets": [
+                        {
+                            "path": "s0",
+                            "coordinateTransformations": [{"type": "scale", "scale": ["a"]}],
+                        }
+                    ]
+                }
+            ],
+            "omero": {"channels": [1, {"color": "zz", "window": []}]},
+        },
         {"plate": {"wells": [{"path": 1}, "x"]}, "well": None, "labels": {"a": 1}},
     ],
 )
@@ -105,7 +126,10 @@ def test_v2_dtypes_are_named_as_people_read_them() -> None:
     assert dtype_name(2, ">f4") == "float32, big-endian"
     assert dtype_name(2, "|u1") == "uint8"
     assert dtype_name(2, "|O") == "object"
-    assert dtype_name(2, [["x", "<i4"], ["y", ">f8", [2]]]) == "struct {x: int32, y: float64, big-endian[2]}"  # noqa: E501
+    assert (
+        dtype_name(2, [["x", "<i4"], ["y", ">f8", [2]]])
+        == "struct {x: int32, y: float64, big-endian[2]}"
+    )
     assert dtype_name(2, "<U5") == "unicode string of 5"
     assert dtype_name(2, "nonsense") == "nonsense"
     assert dtype_name(3, "uint16") == "uint16"
@@ -132,11 +156,13 @@ def test_neuroglancer_state_opens_the_image_from_the_base_url(tmp_path: Path) ->
     docs = documents(ngff_v3_sharded(tmp_path))
     image = describe(docs).images[0]
     state = ng.image_state(image, "http://host/zarr/abc/")
-    assert [layer["source"] for layer in state["layers"]] == ["zarr3://http://host/zarr/abc/image/"] * 2  # noqa: E501
+    assert [layer["source"] for layer in state["layers"]] == [
+        "zarr3://http://host/zarr/abc/image/"
+    ] * 2
     assert state["dimensions"] == {"z": [1.5e-6, "m"], "y": [2.5e-7, "m"], "x": [2.5e-7, "m"]}
     assert state["position"] == [3.0, 80.0, 60.0]
     assert state["layers"][1]["shaderControls"] == {"normalized": {"range": [200.0, 2500.0]}}
-    assert '#00ff00' in state["layers"][1]["shader"]
+    assert "#00ff00" in state["layers"][1]["shader"]
     link = ng.viewer_link(state)
     assert link.startswith("/neuroglancer/v/dandizarr/#!%7B")
     v2 = ng.array_state("http://host/zarr/abc/", "a/b", 2, (4, 5, 6))

@@ -37,7 +37,11 @@ def _need_browser() -> None:
 
 # WebGL without a GPU: ANGLE over SwiftShader, Chromium's software renderer (Neuroglancer needs
 # WebGL 2; headless Chromium refuses SwiftShader's WebGL unless told it is wanted).
-SOFTWARE_WEBGL = ["--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--ignore-gpu-blocklist"]
+SOFTWARE_WEBGL = [
+    "--use-angle=swiftshader",
+    "--enable-unsafe-swiftshader",
+    "--ignore-gpu-blocklist",
+]
 
 
 def chromium(tmp_path: Path, *, webgl: bool = False) -> Iterator[Any]:

@@ -123,7 +123,11 @@ def plain_3d(tmp_path: Path) -> dict[str, bytes]:
     store = zarr.storage.LocalStore(root)
     z, h, w = 6, 80, 100
     y, x = np.mgrid[0:h, 0:w]
-    data = np.stack([(x * 2 + y + 400 * ((x - w / 2) ** 2 + (y - h / 2) ** 2 < 300) + 10 * k) for k in range(z)])
-    array = zarr.create_array(store, name="volume", shape=data.shape, chunks=(2, 32, 32), dtype="float32")
+    data = np.stack(
+        [(x * 2 + y + 400 * ((x - w / 2) ** 2 + (y - h / 2) ** 2 < 300) + 10 * k) for k in range(z)]
+    )
+    array = zarr.create_array(
+        store, name="volume", shape=data.shape, chunks=(2, 32, 32), dtype="float32"
+    )
     array[...] = data.astype("float32")
     return _files(root)

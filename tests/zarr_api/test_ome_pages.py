@@ -37,11 +37,14 @@ def test_ome_zarr_v2_image_page_and_summary(
     page = anonymous.get(f"/archives/{zarr_id}/").content.decode()
     assert "OME-Zarr images" in page and "OME-NGFF 0.4" in page and "“cells”" in page
     # Levels with shape, chunks, scale and translation; axes with units; voxel size; channels.
-    assert f"2 {TIMES} 8 {TIMES} 96 {TIMES} 128" in page and f"1 {TIMES} 4 {TIMES} 32 {TIMES} 32" in page  # noqa: E501
+    assert (
+        f"2 {TIMES} 8 {TIMES} 96 {TIMES} 128" in page
+        and f"1 {TIMES} 4 {TIMES} 32 {TIMES} 32" in page
+    )
     assert "<code>s2</code>" in page and "1.0, 2.0, 2.0, 2.0" in page
     assert "<code>z</code> (space, micrometer)" in page and "<code>c</code> (channel)" in page
     assert f"z 2.0 micrometer {TIMES} y 0.5 micrometer" in page
-    assert "DAPI (window 0.0–1500.0)" in page and 'fill="#00FF00"' in page
+    assert "DAPI (window 0.0\u20131500.0)" in page and 'fill="#00FF00"' in page
     assert "<code>labels/nuclei</code>" in page and "label image" in page
     assert "<strong>Valid</strong> OME-NGFF (v04.image.Image, ome-zarr-models)" in page
     # Levels are not listed again as plain arrays; the image has one preview and one link.
@@ -134,7 +137,9 @@ def test_plain_archive_has_no_ome_and_v2_dtypes_read_as_names(
         "be/.zarray": json.dumps(zarray).encode(),
         "be/0.0": np.arange(16, dtype=">u2").tobytes(),
         "rec/.zarray": json.dumps(structured).encode(),
-        "obj/.zarray": json.dumps({**zarray, "dtype": "|O", "filters": [{"id": "vlen-utf8"}]}).encode(),  # noqa: E501
+        "obj/.zarray": json.dumps(
+            {**zarray, "dtype": "|O", "filters": [{"id": "vlen-utf8"}]}
+        ).encode(),
     }
     zarr_id = create(owner, dandiset, "plain.zarr", files)
     page = anonymous.get(f"/archives/{zarr_id}/")
@@ -144,4 +149,10 @@ def test_plain_archive_has_no_ome_and_v2_dtypes_read_as_names(
     assert "<code>uint16, big-endian</code>" in text
     assert "<code>struct {a: int32, b: float64}</code>" in text and "<code>object</code>" in text
     data = anonymous.get(f"/api/zarr/{zarr_id}/ome/").json()
-    assert data == {"is_ome": False, "images": [], "collections": [], "validation": [], "truncated": False}  # noqa: E501
+    assert data == {
+        "is_ome": False,
+        "images": [],
+        "collections": [],
+        "validation": [],
+        "truncated": False,
+    }
