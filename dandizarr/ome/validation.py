@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 import zarr
@@ -32,13 +32,13 @@ from ome_zarr_models.v05 import image as image_v05
 from ome_zarr_models.v05 import image_label as image_label_v05
 from ome_zarr_models.v05 import labels as labels_v05
 from ome_zarr_models.v05 import well as well_v05
-from zarr.core.buffer import cpu
+from zarr.core.buffer import Buffer, cpu
 
 from dandizarr.ome.documents import Documents, Node, join, node
 from dandizarr.ome.model import Image, Problem, Summary, Validation
 
 # The versions ome-zarr-models reads, and the Zarr format each is stored in.
-VERSIONS = {"0.4": 2, "0.5": 3}
+VERSIONS: dict[str, Literal[2, 3]] = {"0.4": 2, "0.5": 3}
 
 _GROUPS: dict[tuple[str, str], Any] = {
     ("0.4", "image"): image_v04.Image,
@@ -81,10 +81,12 @@ def _version(group: Node, declared: str | None) -> str:
     return "0.5" if group.zarr_format == 3 else "0.4"
 
 
-def _memory_group(docs: Documents, group: str, paths: list[str], zarr_format: int) -> zarr.Group:
+def _memory_group(
+    docs: Documents, group: str, paths: list[str], zarr_format: Literal[2, 3]
+) -> zarr.Group:
     """A read-only group holding the documents of ``group`` and of ``paths`` under it."""
     wanted = {group, *paths}
-    contents = {}
+    contents: dict[str, Buffer] = {}
     for name, doc in docs.items():
         directory = name.rpartition("/")[0]
         if directory in wanted:
@@ -110,7 +112,7 @@ def validate_image(docs: Documents, image: Image) -> Validation:
         )
     try:
         store = _memory_group(
-            docs, image.path, [level.path for level in image.levels], group.zarr_format
+            docs, image.path, [level.path for level in image.levels], VERSIONS[version]
         )
         model.from_zarr(store)
     except Exception as error:  # an uploader's document: whatever the parser raises

@@ -87,7 +87,7 @@ def viewer_root(request: HttpRequest) -> HttpResponse:
 
 
 @require_safe
-@csp_update(VIEWER_CSP)
+@csp_update(VIEWER_CSP)  # type: ignore[arg-type]  # django-csp types views as (request) only
 def viewer_page(request: HttpRequest, token: str) -> HttpResponse:
     response = HttpResponse(_page(), content_type="text/html; charset=utf-8")
     response["Cache-Control"] = "no-cache"
@@ -95,7 +95,7 @@ def viewer_page(request: HttpRequest, token: str) -> HttpResponse:
 
 
 @require_safe
-@csp_update(VIEWER_CSP)
+@csp_update(VIEWER_CSP)  # type: ignore[arg-type]
 def viewer_file(request: HttpRequest, token: str, name: str) -> FileResponse:
     if name not in client_files() or name == "index.html":
         raise Http404(f"no file {name!r} in the Neuroglancer client")
