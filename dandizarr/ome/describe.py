@@ -18,6 +18,10 @@ from dandizarr.ome.documents import Documents, Node, join, nodes
 from dandizarr.ome.dtypes import dtype_name
 from dandizarr.ome.model import Axis, Channel, Collection, Image, Level, Problem, Summary
 
+# An uploader's document may list any number of images and channels: the description keeps
+# the first ones (each image is validated and drawn, each channel becomes a viewer layer).
+MAX_IMAGES = 64
+MAX_CHANNELS = 64
 _HEX_COLOUR = re.compile(r"[0-9A-Fa-f]{6}")
 _DEFAULT_COLOURS = ("FFFFFF", "00FF00", "FF00FF", "00FFFF", "FF0000", "0000FF", "FFFF00")
 
@@ -114,7 +118,7 @@ def _transforms(raw: Any, rank: int) -> tuple[tuple[float, ...], tuple[float, ..
 def _channels(omero: Any, count: int | None) -> tuple[Channel, ...]:
     raw = omero.get("channels") if isinstance(omero, Mapping) else None
     channels = []
-    for i, channel in enumerate(raw if isinstance(raw, list) else []):
+    for i, channel in enumerate(raw[:MAX_CHANNELS] if isinstance(raw, list) else []):
         if not isinstance(channel, Mapping):
             continue
         colour = _text(channel.get("color")) or ""
@@ -131,7 +135,7 @@ def _channels(omero: Any, count: int | None) -> tuple[Channel, ...]:
                 active=channel.get("active") is not False,
             )
         )
-    return tuple(channels[:count] if count is not None else channels)
+    return tuple(channels[: min(count, MAX_CHANNELS) if count is not None else MAX_CHANNELS])
 
 
 def _image(
@@ -232,7 +236,7 @@ def describe(docs: Documents) -> Summary:
         multiscales = ome.get("multiscales")
         if isinstance(multiscales, list):
             for i, multiscale in enumerate(multiscales):
-                if isinstance(multiscale, Mapping):
+                if isinstance(multiscale, Mapping) and len(images) < MAX_IMAGES:
                     images.append(_image(node, multiscale, i, found))
         for kind in ("plate", "well", "labels"):
             if kind in ome and not isinstance(multiscales, list):

@@ -42,6 +42,8 @@ _TIME_UNITS = {
     "picosecond": 1e-12, "second": 1.0, "terasecond": 1e12, "yoctosecond": 1e-24,
     "yottasecond": 1e24, "zeptosecond": 1e-21, "zettasecond": 1e21,
 }  # fmt: skip
+# Channels a link opens as layers (the first ones; the rest are added in the viewer).
+MAX_CHANNEL_LAYERS = 8
 # The picture a link opens: the data's larger plane side across about this many pixels.
 _VIEW_PIXELS = 600
 
@@ -89,7 +91,7 @@ def image_state(image: Image, base_url: str) -> dict[str, Any]:
     channel_axis = image.axis_index("channel")
     layers: list[dict[str, Any]] = []
     if channel_axis is not None and image.channels:
-        for i, channel in enumerate(image.channels):
+        for i, channel in enumerate(image.channels[:MAX_CHANNEL_LAYERS]):
             layer: dict[str, Any] = {
                 "type": "image",
                 "source": source,

@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import zarr
+from ome_zarr.format import FormatV04
+from ome_zarr.writer import write_image, write_plate_metadata, write_well_metadata
 
 from dandizarr.ome import DOCUMENT_NAMES, describe, dtype_name, parse_document
 from dandizarr.ome import neuroglancer_state as ng
@@ -167,3 +171,35 @@ def test_neuroglancer_state_opens_the_image_from_the_base_url(tmp_path: Path) ->
     assert link.startswith("/neuroglancer/v/dandizarr/#!%7B")
     v2 = ng.array_state("http://host/zarr/abc/", "a/b", 2, (4, 5, 6))
     assert v2["layers"][0]["source"] == "zarr2://http://host/zarr/abc/a/b/"
+
+
+def test_plate_and_well_written_by_ome_zarr_are_listed_and_validated(tmp_path: Path) -> None:
+    root = tmp_path / "plate.zarr"
+    plate = zarr.open_group(str(root), mode="w", zarr_format=2)
+    fmt = FormatV04()
+    write_plate_metadata(plate, ["A"], ["1", "2"], ["A/1", "A/2"], fmt=fmt, name="screen")
+    for column in ("1", "2"):
+        well = plate.require_group(f"A/{column}")
+        write_well_metadata(well, ["0"], fmt=fmt)
+        data = np.zeros((1, 16, 16), "uint8")
+        write_image(data, well.require_group("0"), scale_factors=(), axes="cyx", fmt=fmt)
+    files = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    docs = documents(files)
+    summary = validate(docs, describe(docs))
+    kinds = {(c.path, c.kind) for c in summary.collections}
+    assert kinds == {("", "plate"), ("A/1", "well"), ("A/2", "well")}
+    plate_entry = next(c for c in summary.collections if c.kind == "plate")
+    assert plate_entry.members == ("A/1", "A/2") and plate_entry.name == "screen"
+    assert sorted(i.path for i in summary.images) == ["A/1/0", "A/2/0"]
+    assert all(v.valid for v in summary.validations), summary.validations
+    assert {v.model for v in summary.validations} >= {"v04.hcs.HCSAttrs", "v04.well.WellAttrs"}
+
+
+def test_a_document_listing_thousands_of_images_and_channels_is_cut(tmp_path: Path) -> None:
+    multiscale = {"axes": [{"name": "c", "type": "channel"}], "datasets": []}
+    attrs = {
+        "multiscales": [multiscale] * 5000,
+        "omero": {"channels": [{"label": str(i)} for i in range(10000)]},
+    }
+    summary = describe({".zgroup": {"zarr_format": 2}, ".zattrs": attrs})
+    assert len(summary.images) == 64 and len(summary.images[0].channels) == 64

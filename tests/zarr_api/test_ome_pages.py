@@ -156,3 +156,42 @@ def test_plain_archive_has_no_ome_and_v2_dtypes_read_as_names(
         "validation": [],
         "truncated": False,
     }
+
+
+def test_an_image_too_large_to_draw_has_no_picture_and_reads_no_chunk(
+    owner: Actor, dandiset: str, s3_storage: str, anonymous: Client
+) -> None:
+    """Hand-written NGFF 0.5 metadata of a 50,000 x 50,000 plane in one chunk (no chunk
+    uploaded): the preview's budget refuses every level from the metadata alone."""
+    axes = [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}]
+    ome = {
+        "version": "0.5",
+        "multiscales": [
+            {
+                "axes": axes,
+                "datasets": [
+                    {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}
+                ],
+            }
+        ],
+    }
+    level = {
+        "zarr_format": 3, "node_type": "array", "shape": [50000, 50000], "data_type": "uint16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [50000, 50000]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "attributes": {}, "dimension_names": ["y", "x"],
+    }  # fmt: skip
+    files = {
+        "zarr.json": json.dumps(
+            {"zarr_format": 3, "node_type": "group", "attributes": {"ome": ome}}
+        ).encode(),
+        "0/zarr.json": json.dumps(level).encode(),
+    }
+    zarr_id = create(owner, dandiset, "huge.zarr", files)
+    page = anonymous.get(f"/archives/{zarr_id}/").content.decode()
+    assert "No preview: its middle plane" in page and "more than a preview reads" in page
+    png = anonymous.get(f"/archives/{zarr_id}/preview.png?array=")
+    assert png.status_code == 404 and b"more than a preview reads" in png.content
+    # Still described, validated and viewable.
+    assert "<strong>Valid</strong>" in page and "Open in Neuroglancer" in page
