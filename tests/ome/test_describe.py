@@ -12,7 +12,16 @@ import zarr
 from ome_zarr.format import FormatV04
 from ome_zarr.writer import write_image, write_plate_metadata, write_well_metadata
 
-from dandizarr.ome import DOCUMENT_NAMES, describe, dtype_name, parse_document
+from dandizarr.ome import (
+    DOCUMENT_NAMES,
+    Axis,
+    Channel,
+    Image,
+    Level,
+    describe,
+    dtype_name,
+    parse_document,
+)
 from dandizarr.ome import neuroglancer_state as ng
 from dandizarr.ome.preview_choice import choose
 from dandizarr.ome.validation import validate
@@ -203,3 +212,29 @@ def test_a_document_listing_thousands_of_images_and_channels_is_cut(tmp_path: Pa
     }
     summary = describe({".zgroup": {"zarr_format": 2}, ".zattrs": attrs})
     assert len(summary.images) == 64 and len(summary.images[0].channels) == 64
+
+
+def test_preview_of_a_tczyx_image_takes_the_middle_z_plane_of_the_middle_time_point() -> None:
+    axes = tuple(
+        Axis(name, kind, None)
+        for name, kind in [
+            ("t", "time"),
+            ("c", "channel"),
+            ("z", "space"),
+            ("y", "space"),
+            ("x", "space"),
+        ]
+    )
+    level = Level(
+        "0", (5, 3, 9, 600, 700), (1, 1, 1, 64, 64), None, "uint8", (1.0,) * 5, (0.0,) * 5
+    )
+    channels = (
+        Channel("a", "FF0000", (0.0, 10.0), True),
+        Channel("b", "00FF00", None, False),
+        Channel("c", "0000FF", None, True),
+    )
+    image = Image("", 2, "0.4", None, axes, (level,), channels, (), False)
+    choice = choose(image, 512, lambda level, planes: planes == 2)
+    assert choice is not None
+    assert choice.selections == ((2, 0, 4, None, None), (2, 2, 4, None, None))
+    assert [c.color for c in choice.channels] == [(255, 0, 0), (0, 0, 255)]
