@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from django.test import Client
 
+from dandizarr_server.zarr_api.pages import archive_scan
 from tests.support.api import Actor
 from tests.support.ome_files import ngff_v3_sharded, ome_zarr_v2, plain_3d
 from tests.zarr_api.test_pages import create, png_pixels
@@ -195,3 +196,19 @@ def test_an_image_too_large_to_draw_has_no_picture_and_reads_no_chunk(
     assert png.status_code == 404 and b"more than a preview reads" in png.content
     # Still described, validated and viewable.
     assert "<strong>Valid</strong>" in page and "Open in Neuroglancer" in page
+
+
+def test_the_scan_stops_at_its_metadata_budget(
+    owner: Actor,
+    dandiset: str,
+    s3_storage: str,
+    anonymous: Client,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    files = ome_zarr_v2(tmp_path)
+    zarr_id = create(owner, dandiset, "budget.zarr", files)
+    # Less than the root's .zgroup and .zattrs: the image is not reached, and it says so.
+    monkeypatch.setattr(archive_scan, "MAX_SCAN_BYTES", len(files[".zattrs"]) // 2)
+    data = anonymous.get(f"/api/zarr/{zarr_id}/ome/").json()
+    assert data["truncated"] and not data["is_ome"]

@@ -4,8 +4,9 @@
 Breadth first from the root, through groups and plain directories, reading in each directory
 only the metadata documents it has (``.zarray`` or ``zarr.json``; a v2 group's ``.zgroup``
 and ``.zattrs``); an array's own directories (its chunks) are never entered. At most
-MAX_DIRECTORIES directories, each listing read from the stored tree (no storage listing), so
-the cost is the same for an archive of a hundred files or of millions.
+MAX_DIRECTORIES directories and MAX_SCAN_BYTES of metadata, each listing read from the stored
+tree (no storage listing), so the cost is the same for an archive of a hundred files or of
+millions.
 """
 
 from __future__ import annotations
@@ -25,13 +26,17 @@ from dandizarr_server.zarr_api.pages.arrays import (
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
 from dandizarr_server.zarr_api.tree import CachedTree
 
+# The metadata bytes one scan reads at most (each document at most MAX_METADATA_BYTES): past
+# it the scan stops, ``truncated``.
+MAX_SCAN_BYTES = 16 << 20
+
 
 @dataclass(frozen=True)
 class ArchiveScan:
     arrays: list[ArrayInfo]  # by path
     # The metadata documents read, parsed: {archive path of the file: its JSON object}.
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # Directories left unread (MAX_DIRECTORIES reached).
+    # Directories left unread (MAX_DIRECTORIES or MAX_SCAN_BYTES reached).
     truncated: bool = False
 
 
@@ -47,8 +52,8 @@ def _wanted(names: set[str]) -> list[str]:
 def scan_archive(tree: CachedTree, files: ArchiveFiles) -> ArchiveScan:
     found: list[ArrayInfo] = []
     documents: dict[str, dict[str, Any]] = {}
-    level, visited = [""], 0
-    while level and visited < MAX_DIRECTORIES:
+    level, visited, budget = [""], 0, MAX_SCAN_BYTES
+    while level and visited < MAX_DIRECTORIES and budget > 0:
         level = level[: MAX_DIRECTORIES - visited]
         visited += len(level)
         listings = tree.read_many(level)
@@ -68,11 +73,16 @@ def scan_archive(tree: CachedTree, files: ArchiveFiles) -> ArchiveScan:
             info = None
             for name in reads[directory]:
                 path = posixpath.join(directory, name)
-                if listing.files[name].size > MAX_METADATA_BYTES:
+                size = listing.files[name].size
+                if size > MAX_METADATA_BYTES:
                     if name in (ARRAY_V2, NODE_V3):
                         problem = f"{name} is larger than {MAX_METADATA_BYTES} bytes"
                         info = ArrayInfo(directory, 0, (), (), "?", (), None, None, problem)
                     continue
+                if size > budget:  # the scan's budget is spent: stop after this level
+                    budget = 0
+                    continue
+                budget -= size
                 raw = files.get(path)
                 doc = parse_document(raw) if raw is not None else None
                 if doc is None:
@@ -85,4 +95,5 @@ def scan_archive(tree: CachedTree, files: ArchiveFiles) -> ArchiveScan:
                 continue
             deeper += [posixpath.join(directory, d) for d in sorted(listing.directories)]
         level = deeper
-    return ArchiveScan(sorted(found, key=lambda info: info.path), documents, bool(level))
+    truncated = bool(level) or budget <= 0
+    return ArchiveScan(sorted(found, key=lambda info: info.path), documents, truncated)

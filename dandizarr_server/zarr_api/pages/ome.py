@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from dandizarr.ome.preview_choice import choose
 from dandizarr.ome.validation import validate
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.pages import preview
-from dandizarr_server.zarr_api.pages.archive_scan import ArchiveScan, scan_archive
+from dandizarr_server.zarr_api.pages.archive_scan import scan_archive
 from dandizarr_server.zarr_api.pages.arrays import (
     MAX_ARRAYS,
     MAX_PREVIEW_CHUNKS,
@@ -31,24 +32,29 @@ from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree_ca
 from dandizarr_server.zarr_api.storage import get_store
 
 
-def archive_scan(archive: ZarrArchive) -> ArchiveScan:
-    """The archive's arrays and metadata documents (read once per tree version)."""
-    return preview.cached(
-        archive,
-        "scan",
-        "",
-        lambda: scan_archive(archive_tree_cached(archive), ArchiveFiles(archive, get_store())),
-    )
+@dataclass(frozen=True)
+class ArchiveOverview:
+    """What the scan found, kept without its documents (they may be megabytes)."""
+
+    arrays: list[ArrayInfo]
+    summary: Summary
+    truncated: bool
+
+
+def archive_scan(archive: ZarrArchive) -> ArchiveOverview:
+    """The archive's arrays and OME description with its validation (once per tree version)."""
+
+    def compute() -> ArchiveOverview:
+        scan = scan_archive(archive_tree_cached(archive), ArchiveFiles(archive, get_store()))
+        summary = validate(scan.documents, describe(scan.documents))
+        return ArchiveOverview(scan.arrays, summary, scan.truncated)
+
+    return preview.cached(archive, "overview", "", compute)
 
 
 def archive_ome(archive: ZarrArchive) -> Summary:
-    """The archive's OME description and validation (once per tree version)."""
-
-    def compute() -> Summary:
-        documents = archive_scan(archive).documents
-        return validate(documents, describe(documents))
-
-    return preview.cached(archive, "ome", "", compute)
+    """The archive's OME description and validation."""
+    return archive_scan(archive).summary
 
 
 def plain_arrays(archive: ZarrArchive) -> list[ArrayInfo]:
