@@ -74,11 +74,15 @@ def metadata_files(files: dict[str, bytes]) -> int:
 
 
 def open_and_check(
-    browser: Any, url: str, zarr_id: str, files: dict[str, bytes], shot: str
+    browser: Any, url: str, zarr_id: str, files: dict[str, bytes], shot: str, *, ome: bool = True
 ) -> np.ndarray:
     from selenium.webdriver.common.by import By
 
     browser.get(f"{url}/archives/{zarr_id}/")
+    if ome:  # what the person sees before clicking: the image, valid
+        section = browser.find_element(By.ID, "ome").text
+        assert "Valid OME-NGFF" in section and "micrometer" in section, section
+        assert "DAPI" in section and "GFP" in section
     links = browser.find_elements(By.LINK_TEXT, "Open in Neuroglancer")
     before = zarr_reads(url)
     links[0].click()
@@ -165,7 +169,7 @@ def test_neuroglancer_opens_ome_and_plain_arrays_from_the_service(
         )
         assert (pixels[..., 1] > 150).sum() > 500
         pixels = open_and_check(
-            webgl_browser, url, plain.zarr_id, plain_files, "neuroglancer-plain-3d.png"
+            webgl_browser, url, plain.zarr_id, plain_files, "neuroglancer-plain-3d.png", ome=False
         )
         grey = (np.abs(pixels[..., 0].astype(int) - pixels[..., 1]) < 8) & (pixels[..., 0] > 100)
         assert grey.sum() > 500
