@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test test-fast lint bench bench-tools check-client-install clean dandi-venvs compose-schema
+.PHONY: install serve test test-fast lint bench bench-ome bench-tools check-client-install clean dandi-venvs compose-schema
 
 # The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
 # tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
@@ -45,7 +45,7 @@ compose-schema: $(COMPOSE_SCHEMA)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[server,zarr,test,lint]'
+	$(BIN)/pip install --quiet -e '.[server,zarr,ome,test,lint]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -82,6 +82,10 @@ bench-tools: $(BENCH_TOOLS_VENV)/.installed
 
 bench: $(STAMP) dandi-venvs bench-tools
 	$(BIN)/python -m bench
+
+# The archive page and OME summary of a 1,000,000-file OME-Zarr archive (no tools needed).
+bench-ome: $(STAMP)
+	$(BIN)/python -m bench ome_pages
 
 # `pip install .` is the client and CLI alone (no Django); the zarr extra adds ArchiveStore.
 # Installs into a throwaway venv, from this directory.

@@ -94,9 +94,52 @@ def register(subparsers: Subparsers) -> None:
         metavar="BYTES",
         help="with --pack, uncompressed chunk bytes per shard, e.g. 64M (default: 64 MiB)",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse to upload an OME-Zarr that is not valid OME-NGFF (without it: a warning)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_connection_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def ome_problems(path: str) -> list[str]:
+    """What the OME-NGFF spec says is wrong with the OME-Zarr images and groups under
+    ``path``, one line each (none for valid ones and for plain Zarr)."""
+    from dandizarr.ome import describe  # loaded when the command runs
+    from dandizarr.ome.local import local_documents
+
+    documents = local_documents(path)
+    summary = describe(documents)
+    if not summary.is_ome:
+        return []
+    try:
+        # ome-zarr-models and zarr-python: the `ome` extra, loaded only for an OME-Zarr.
+        from dandizarr.ome.validation import validate
+    except ImportError:
+        return [
+            "this is an OME-Zarr, and validating it needs ome-zarr-models: "
+            "pip install 'dandizarr[ome]'"
+        ]
+    lines = []
+    for verdict in validate(documents, summary).validations:
+        for error in verdict.errors:
+            lines.append(f"{error.path}: {error.message}")
+    return lines
+
+
+def check_ome(path: str, *, strict: bool) -> None:
+    """Warn about an invalid OME-Zarr; with ``strict``, refuse it."""
+    problems = ome_problems(path)
+    if not problems:
+        return
+    shown = "\n  ".join(problems[:20])
+    more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+    message = f"{path} is not valid OME-NGFF:\n  {shown}{more}"
+    if strict:
+        raise CommandError(message + "\n(refused: --strict)")
+    print(f"dandizarr: warning: {message}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("give --dandiset (and optionally --name), or --zarr-id")
     if args.shard_size and not args.pack:
         raise CommandError("--shard-size needs --pack")
+    check_ome(args.path, strict=args.strict)
     progress = make_progress(args, "upload")
     with json_errors(args), client_errors(), make_client(args) as client:
         result = client.upload(

@@ -35,8 +35,18 @@ def _need_browser() -> None:
     pytest.skip(message)
 
 
-def chromium(tmp_path: Path) -> Iterator[Any]:
-    """A headless Chromium driven by selenium, downloading into ``tmp_path/downloads``."""
+# WebGL without a GPU: ANGLE over SwiftShader, Chromium's software renderer (Neuroglancer needs
+# WebGL 2; headless Chromium refuses SwiftShader's WebGL unless told it is wanted).
+SOFTWARE_WEBGL = [
+    "--use-angle=swiftshader",
+    "--enable-unsafe-swiftshader",
+    "--ignore-gpu-blocklist",
+]
+
+
+def chromium(tmp_path: Path, *, webgl: bool = False) -> Iterator[Any]:
+    """A headless Chromium driven by selenium, downloading into ``tmp_path/downloads``;
+    ``webgl``: with software WebGL (SwiftShader) instead of no GPU at all."""
     _need_browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -46,7 +56,7 @@ def chromium(tmp_path: Path) -> Iterator[Any]:
     for argument in [
         "--headless=new",
         "--no-sandbox",  # root in CI
-        "--disable-gpu",
+        *(SOFTWARE_WEBGL if webgl else ["--disable-gpu"]),
         "--disable-dev-shm-usage",
         "--window-size=1200,1500",
         "--no-first-run",

@@ -74,6 +74,7 @@ ROUTES = {
     "zarr-version": PRIVATE,
     "zarr-version-changes": PRIVATE,
     "zarr-version-reset": PRIVATE,
+    "zarr-ome": PRIVATE,
     "page-home": LISTS,
     "dandiset-list": LISTS,
     "zarr-list": LISTS,
@@ -85,6 +86,9 @@ ROUTES = {
     "healthz": SERVICE,
     "readyz": SERVICE,
     "metrics": SERVICE,
+    "neuroglancer": SERVICE,
+    "neuroglancer-viewer": SERVICE,
+    "neuroglancer-file": SERVICE,
     "local-storage-object": SIGNED,
 }
 # The same routes for rows that do not exist.
@@ -98,6 +102,8 @@ ABSENT = {
     "key": "img/0.0",
     "storage_key": "zarr/00000000-0000-4000-8000-000000000000/img/0.0",
     "number": "1",
+    "token": "dandizarr",
+    "name": "no-such-file.js",
 }
 # Methods a stranger tries on a private route: every one must be the absent row's 404.
 METHODS = ("get", "head", "post", "put", "delete")
@@ -151,6 +157,8 @@ def private(owner: Actor, s3_storage: str) -> dict[str, str]:
         "key": "img/0.0",
         "storage_key": f"zarr/{zarr_id}/img/0.0",
         "number": "1",
+        "token": "dandizarr",
+        "name": "no-such-file.js",
     }
 
 

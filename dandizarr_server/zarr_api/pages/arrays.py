@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dandizarr.sharding.archive_packing import METADATA_NAMES
+from dandizarr.ome import dtype_name
 from dandizarr.sharding.array import Array
 from dandizarr.sharding.array_metadata import (
     DATA_TYPES,
@@ -28,9 +27,9 @@ from dandizarr.sharding.index import as_index_codecs
 from dandizarr.sharding.parallel import parallel_map
 from dandizarr_server.zarr_api.pages.preview import PREVIEW_SIDE
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
-from dandizarr_server.zarr_api.tree import ListingSource
 
-# How far the archive page looks for arrays: directories read, arrays listed.
+# How far the archive page looks for arrays: directories read (pages.archive_scan), plain
+# arrays listed.
 MAX_DIRECTORIES = 200
 MAX_ARRAYS = 24
 # A preview's budget, checked from the metadata before any chunk is read (an anonymous
@@ -166,7 +165,7 @@ def describe(path: str, name: str, raw: bytes) -> ArrayInfo | None:
         shape = _ints(doc.get("shape"), "shape")
         if name == ".zarray":
             chunks = _ints(doc.get("chunks"), "chunks")
-            dtype = str(doc.get("dtype"))
+            dtype = dtype_name(2, doc.get("dtype"))
             compressor = doc.get("compressor")
             codecs = tuple(
                 _codec_text(str(c.get("id")), c)
@@ -177,7 +176,7 @@ def describe(path: str, name: str, raw: bytes) -> ArrayInfo | None:
         else:
             grid = doc.get("chunk_grid") or {}
             chunks = _ints((grid.get("configuration") or {}).get("chunk_shape"), "chunk_shape")
-            dtype = str(doc.get("data_type"))
+            dtype = dtype_name(3, doc.get("data_type"))
             codecs, sharding = _v3_codecs(doc)
     except (Unsupported, AttributeError, KeyError, TypeError) as error:
         return ArrayInfo(
@@ -334,38 +333,6 @@ def _plane_problem(metadata: ArrayMetadata) -> str | None:
     return None
 
 
-def find_arrays(tree: ListingSource, files: ArchiveFiles) -> list[ArrayInfo]:
-    """The arrays of the archive, breadth first through groups and plain directories (an
-    array's own directories, its chunks, are never read), at most MAX_ARRAYS of them."""
-    found: list[ArrayInfo] = []
-    level, visited = [""], 0
-    while level and visited < MAX_DIRECTORIES and len(found) < MAX_ARRAYS:
-        level = level[: MAX_DIRECTORIES - visited]
-        visited += len(level)
-        listings = tree.read_many(level)
-        deeper: list[str] = []
-        for directory in level:
-            listing = listings[directory]
-            if listing is None:
-                continue
-            info = None
-            for name in METADATA_NAMES:
-                if name in listing.files:
-                    if listing.files[name].size > MAX_METADATA_BYTES:
-                        problem = f"{name} is larger than {MAX_METADATA_BYTES} bytes"
-                        info = ArrayInfo(directory, 0, (), (), "?", (), None, None, problem)
-                        break
-                    raw = files.get(posixpath.join(directory, name))
-                    info = describe(directory, name, raw) if raw is not None else None
-                    break
-            if info is not None:
-                found.append(info)
-                continue
-            deeper += [posixpath.join(directory, d) for d in sorted(listing.directories)]
-        level = deeper
-    return sorted(found[:MAX_ARRAYS], key=lambda info: info.path)
-
-
 def plane_selection(shape: Sequence[int]) -> tuple[int | slice, ...]:
     """The middle plane of the last two dimensions."""
     return (*(n // 2 for n in shape[:-2]), slice(None), slice(None))
@@ -427,3 +394,20 @@ def read_plane(files: ArchiveFiles, info: ArrayInfo) -> np.ndarray:
 
     parallel_map(fill, blocks)
     return out
+
+
+def read_selection(
+    files: ArchiveFiles, info: ArrayInfo, selection: tuple[int | slice, ...]
+) -> np.ndarray:
+    """``info``'s array at ``selection`` (an index or all of each dimension), reading only the
+    chunks that intersect it."""
+    if info.metadata is None:
+        raise Unsupported(info.preview_problem or "no preview")
+    array = Array(files, info.path, info.metadata)
+    per_dim = [
+        [s // c] if isinstance(s, int) else range(g)
+        for s, c, g in zip(selection, array.chunk_shape, array.grid_shape, strict=True)
+    ]
+    grid = np.stack(np.meshgrid(*per_dim, indexing="ij"), -1).reshape(-1, len(per_dim))
+    files.prefetch(array.chunk_key(tuple(coords)) for coords in grid.tolist())
+    return array.read(selection)

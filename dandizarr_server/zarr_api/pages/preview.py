@@ -1,17 +1,19 @@
 """A picture of an array: its middle 2-D plane as a greyscale PNG, scaled to the data's range
-and to at most PREVIEW_SIDE pixels, cached per tree version of the archive."""
+and to at most PREVIEW_SIDE pixels (an OME image: its channels in their colours and display
+windows), cached per tree version of the archive."""
 
 from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 import numpy as np
 from django.core.cache import cache
 from PIL import Image
 
+from dandizarr.ome.preview_choice import ChannelDraw
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.tree import tree_version
 
@@ -72,3 +74,35 @@ def cached(archive: ZarrArchive, kind: str, name: str, compute: Callable[[], T])
         hit = (compute(),)
         cache.set(key, hit, CACHE_SECONDS)
     return hit[0]
+
+
+def _scaled(plane: np.ndarray, window: tuple[float, float] | None) -> np.ndarray:
+    """float32 of the plane in [0, 1]: its window (else its finite range) stretched."""
+    values = np.abs(plane) if plane.dtype.kind == "c" else plane
+    values = values.astype(np.float32)
+    finite = np.isfinite(values)
+    if window is None:
+        if not finite.any():
+            return np.zeros(values.shape, np.float32)
+        window = (float(values[finite].min()), float(values[finite].max()))
+    low, high = window
+    span = (high - low) or 1.0
+    return np.clip(np.where(finite, (values - low) / span, 0.0), 0.0, 1.0).astype(np.float32)
+
+
+def render_channels_png(planes: Sequence[np.ndarray], channels: Sequence[ChannelDraw]) -> bytes:
+    """An RGB PNG of one plane per channel, each in its colour and display window, added."""
+    height, width = planes[0].shape
+    rgb = np.zeros((height, width, 3), np.float32)
+    for plane, channel in zip(planes, channels, strict=True):
+        rgb += _scaled(plane, channel.window)[..., None] * (
+            np.asarray(channel.color, np.float32) / 255.0
+        )
+    pixels = np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8)
+    image = Image.fromarray(pixels, mode="RGB")
+    size = preview_size(height, width)
+    shrink = size[0] < width
+    image = image.resize(size, Image.Resampling.BOX if shrink else Image.Resampling.NEAREST)
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    return out.getvalue()

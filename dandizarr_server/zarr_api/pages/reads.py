@@ -13,11 +13,11 @@ from django.db.models import Count, Prefetch
 from dandizarr.checksums import DirectoryListing
 from dandizarr_server.zarr_api.exceptions import NotFound
 from dandizarr_server.zarr_api.models import Batch, Dandiset, ZarrArchive
-from dandizarr_server.zarr_api.pages import preview, render_pool
-from dandizarr_server.zarr_api.pages.arrays import ArrayInfo, Unsupported, find_arrays, read_plane
+from dandizarr_server.zarr_api.pages import ome, preview, render_pool
+from dandizarr_server.zarr_api.pages.arrays import ArrayInfo, Unsupported, read_plane
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
 from dandizarr_server.zarr_api.permissions import Requester
-from dandizarr_server.zarr_api.selectors.archive_contents import DirectoryNode, archive_tree_cached
+from dandizarr_server.zarr_api.selectors.archive_contents import DirectoryNode
 from dandizarr_server.zarr_api.selectors.lookups import archives_annotated, readable_dandisets_list
 from dandizarr_server.zarr_api.storage import get_store
 
@@ -95,13 +95,8 @@ def archive_files(archive: ZarrArchive) -> ArchiveFiles:
 
 
 def archive_arrays(archive: ZarrArchive) -> list[ArrayInfo]:
-    """The archive's arrays (found once per tree version)."""
-    return preview.cached(
-        archive,
-        "arrays",
-        "",
-        lambda: find_arrays(archive_tree_cached(archive), archive_files(archive)),
-    )
+    """The archive's arrays that are no level of an OME image (found once per tree version)."""
+    return ome.plain_arrays(archive)
 
 
 def preview_png(archive: ZarrArchive, array_path: str) -> bytes:
@@ -111,6 +106,17 @@ def preview_png(archive: ZarrArchive, array_path: str) -> bytes:
     Drawn on a render thread (render_pool) within the preview's budget (pages.arrays), and
     its outcome cached per tree version of the archive, a refusal as much as a picture, so a
     reload never pays again. Storage errors are not outcomes: they propagate, uncached."""
+    image = ome.image_for(archive, array_path)
+    if image is not None:
+        outcome = preview.cached(
+            archive,
+            "preview",
+            array_path,
+            lambda: render_pool.render(lambda: ome.draw_image(archive, image)),
+        )
+        if isinstance(outcome, str):
+            raise Unsupported(outcome)
+        return outcome
     info = next((a for a in archive_arrays(archive) if a.path == array_path), None)
     if info is None:
         raise NotFound(f"no Zarr array at {array_path!r} in zarr archive {archive.zarr_id}")

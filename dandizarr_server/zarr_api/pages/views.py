@@ -10,12 +10,13 @@ from typing import Any
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from dandizarr.objectstore import ObjectStoreError
 from dandizarr.objectstore.user_bytes import INERT_HEADERS
-from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
-from dandizarr_server.zarr_api.pages import preview, reads
+from dandizarr_server.zarr_api.exceptions import DomainError, NotFound, ValidationFailed
+from dandizarr_server.zarr_api.pages import ome, preview, reads
 from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
 from dandizarr_server.zarr_api.parsers.paging import positive_int
 from dandizarr_server.zarr_api.paths import directory_problem
@@ -131,10 +132,45 @@ def _crumbs(path: str) -> list[tuple[str, str]]:
 def archive(request: HttpRequest, zarr_id: str) -> HttpResponse:
     context = _archive_context(request, zarr_id, "")
     archive = context["archive"]
-    context["arrays"] = reads.archive_arrays(archive)
+    arrays = reads.archive_arrays(archive)
+    summary = ome.archive_ome(archive)
+    image_links, array_links = ome.viewer_links(archive, zarr_base_url(request, archive))
+    context["ome"] = summary
+    context["images"] = [
+        {
+            "image": image,
+            "validation": summary.validation_of(image.path),
+            "preview_problem": ome.preview_problem(archive, image),
+            "neuroglancer_url": image_links.get(image.path),
+        }
+        for image in summary.images
+    ]
+    context["collections"] = [
+        {"collection": c, "validation": summary.validation_of(c.path)} for c in summary.collections
+    ]
+    context["arrays"] = [(array, array_links.get(array.path)) for array in arrays]
     context["batches"] = reads.batch_history(archive) if archive.as_of is None else None
     context["version_tag"] = preview.version_tag(archive)
     return render(request, "dandizarr/archive.html", context)
+
+
+def zarr_base_url(request: HttpRequest, archive: Any) -> str:
+    """The archive's ``/zarr/`` base URL as the browser reaches it (the one input of every
+    viewer link; a version's base URL goes where this one does)."""
+    return request.build_absolute_uri(reverse("zarr-read-root", args=[str(archive.read_id)]))
+
+
+@throttled
+@require_safe
+def ome_summary(request: HttpRequest, zarr_id: str) -> HttpResponse:
+    """The archive's OME-Zarr images, collections and validation, as JSON (docs/api.md)."""
+    try:
+        archive = archive_get(zarr_id, request.user)
+        return JsonResponse(ome.ome_json(archive, zarr_base_url(request, archive)))
+    except DomainError as error:  # NotFound, SignInRequired: the permission rule's answers
+        return JsonResponse({"detail": error.message}, status=error.status_code)
+    except ObjectStoreError as error:
+        return _unavailable(f"storage did not answer: {error}", 5)
 
 
 @throttled

@@ -1,0 +1,99 @@
+"""What an archive's metadata says: its Zarr arrays and groups, found through its
+``.checksum`` tree and read from their metadata documents alone.
+
+Breadth first from the root, through groups and plain directories, reading in each directory
+only the metadata documents it has (``.zarray`` or ``zarr.json``; a v2 group's ``.zgroup``
+and ``.zattrs``); an array's own directories (its chunks) are never entered. At most
+MAX_DIRECTORIES directories and MAX_SCAN_BYTES of metadata, each listing read from the stored
+tree (no storage listing), so the cost is the same for an archive of a hundred files or of
+millions.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from dandizarr.ome import parse_document
+from dandizarr.ome.documents import ARRAY_V2, ATTRIBUTES_V2, GROUP_V2, NODE_V3
+from dandizarr_server.zarr_api.pages.arrays import (
+    MAX_DIRECTORIES,
+    MAX_METADATA_BYTES,
+    ArrayInfo,
+    describe,
+)
+from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
+from dandizarr_server.zarr_api.tree import ListingSource
+
+# The metadata bytes one scan reads at most (each document at most MAX_METADATA_BYTES): past
+# it the scan stops, ``truncated``.
+MAX_SCAN_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class ArchiveScan:
+    arrays: list[ArrayInfo]  # by path
+    # The metadata documents read, parsed: {archive path of the file: its JSON object}.
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Directories left unread (MAX_DIRECTORIES or MAX_SCAN_BYTES reached).
+    truncated: bool = False
+
+
+def _wanted(names: set[str]) -> list[str]:
+    """The documents to read of a directory holding files ``names``."""
+    if ARRAY_V2 in names:
+        return [ARRAY_V2]
+    if NODE_V3 in names:
+        return [NODE_V3]
+    return [name for name in (GROUP_V2, ATTRIBUTES_V2) if name in names]
+
+
+def scan_archive(tree: ListingSource, files: ArchiveFiles) -> ArchiveScan:
+    found: list[ArrayInfo] = []
+    documents: dict[str, dict[str, Any]] = {}
+    level, visited, budget = [""], 0, MAX_SCAN_BYTES
+    while level and visited < MAX_DIRECTORIES and budget > 0:
+        level = level[: MAX_DIRECTORIES - visited]
+        visited += len(level)
+        listings = tree.read_many(level)
+        reads: dict[str, list[str]] = {}
+        for directory in level:
+            listing = listings[directory]
+            if listing is not None:
+                reads[directory] = _wanted(set(listing.files))
+        files.prefetch(
+            posixpath.join(directory, name) for directory, names in reads.items() for name in names
+        )
+        deeper: list[str] = []
+        for directory in level:
+            listing = listings[directory]
+            if listing is None:
+                continue
+            info = None
+            for name in reads[directory]:
+                path = posixpath.join(directory, name)
+                size = listing.files[name].size
+                if size > MAX_METADATA_BYTES:
+                    if name in (ARRAY_V2, NODE_V3):
+                        problem = f"{name} is larger than {MAX_METADATA_BYTES} bytes"
+                        info = ArrayInfo(directory, 0, (), (), "?", (), None, None, problem)
+                    continue
+                if size > budget:  # the scan's budget is spent: stop after this level
+                    budget = 0
+                    continue
+                budget -= size
+                raw = files.get(path)
+                doc = parse_document(raw) if raw is not None else None
+                if doc is None:
+                    continue
+                documents[path] = doc
+                if name in (ARRAY_V2, NODE_V3) and raw is not None:
+                    info = describe(directory, name, raw)
+            if info is not None:
+                found.append(info)
+                continue
+            deeper += [posixpath.join(directory, d) for d in sorted(listing.directories)]
+        level = deeper
+    truncated = bool(level) or budget <= 0
+    return ArchiveScan(sorted(found, key=lambda info: info.path), documents, truncated)
