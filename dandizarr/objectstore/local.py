@@ -47,7 +47,13 @@ from dandizarr.objectstore.local_files import (
     trusted_meta,
 )
 from dandizarr.objectstore.local_listing import walk_keys
-from dandizarr.objectstore.local_versions import VERSIONS_DIRECTORY, RetainedVersions
+from dandizarr.objectstore.local_versions import (
+    CURRENT_PREFIX,
+    VERSIONS_DIRECTORY,
+    RetainedVersions,
+    content_of,
+    current_id,
+)
 from dandizarr.objectstore.versions import ObjectVersion
 
 __all__ = ["TEMP_PREFIX", "BadDigest", "InvalidKey", "LocalObjectStore", "resolve_range"]
@@ -288,14 +294,15 @@ class LocalObjectStore(ObjectStore):
 
     def get_version_range(self, key: str, version_id: str, start: int, end: int) -> bytes:
         validate_range(start, end)
+        md5 = content_of(version_id)
         try:
             handle, info, _type = self.open_object(key)
         except ObjectNotFound:
             handle, info = None, None
-        if handle is None or info is None or info.etag != version_id:
+        if handle is None or info is None or info.etag != md5:
             if handle is not None:
                 handle.close()
-            handle = self.retained.open(key, version_id)
+            handle = self.retained.open(key, md5)
         with handle:
             return os.pread(handle.fileno(), end - start, start)
 
@@ -305,7 +312,14 @@ class LocalObjectStore(ObjectStore):
         if current is not None and etag in (None, current.etag):
             modified = datetime.fromtimestamp(os.stat(self.path_of(key)).st_mtime, UTC)
             return ObjectVersion(
-                key, current.etag, current.etag, current.size, True, False, None, modified
+                key,
+                current_id(current.etag),
+                current.etag,
+                current.size,
+                True,
+                False,
+                None,
+                modified,
             )
         if etag is None:
             return next((v for v in self.list_versions(key) if v.key == key), None)
@@ -318,6 +332,7 @@ class LocalObjectStore(ObjectStore):
 
     def restore_version(self, key: str, version_id: str) -> None:
         current = self.head(key)
+        version_id = content_of(version_id)
         if current is not None and current.etag == version_id:
             return
         path = self.path_of(key)
@@ -326,16 +341,18 @@ class LocalObjectStore(ObjectStore):
         self.retained.replaced(kept)
 
     def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
-        """A kept version's file, else the current object if it is that version (ids are md5s:
-        a content kept and current at once is one version, the kept copy going first)."""
+        """A kept version's file, or (``current:<md5>``) the current object if it still has
+        that content."""
         for key, version_id in versions:
-            if not self.retained.delete_one(key, version_id):
-                current = self.head(key)
-                if current is not None and current.etag == version_id:
-                    path = self.path_of(key)
-                    path.unlink(missing_ok=True)
-                    meta_path(path).unlink(missing_ok=True)
-                    self._prune(path.parent)
+            if not version_id.startswith(CURRENT_PREFIX):
+                self.retained.delete_one(key, version_id)
+                continue
+            current = self.head(key)
+            if current is not None and current.etag == content_of(version_id):
+                path = self.path_of(key)
+                path.unlink(missing_ok=True)
+                meta_path(path).unlink(missing_ok=True)
+                self._prune(path.parent)
 
     # --- presigned URLs -------------------------------------------------------------------------
 

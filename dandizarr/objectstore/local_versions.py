@@ -4,7 +4,8 @@ Once versioning is enabled (the directory ``<root>/.dandizarr-versions`` exists:
 never listed), an object about to be overwritten or deleted is kept first: a hard link (no byte
 copied) at ``<root>/.dandizarr-versions/<key>/.dandizarr-v-<md5>``. Its version id is its md5
 (two replaced versions with one content are one version), its modification time the moment it
-was replaced. The current object of a key is its version too, with the same id rule.
+was replaced. The current object of a key is its version too, its id ``current:<md5>``: reads by
+either id find the bytes by content; a deletion by id takes only that one.
 """
 
 from __future__ import annotations
@@ -23,6 +24,20 @@ from dandizarr.objectstore.local_files import info_of_open, key_segments, record
 from dandizarr.objectstore.versions import ObjectVersion
 
 VERSION_PREFIX = RESERVED_PREFIX + "v-"
+# The id of a key's current object as a version: never a kept file's, so deleting a version by
+# id can never take the other one of the same content.
+CURRENT_PREFIX = "current:"
+
+
+def current_id(md5: str) -> str:
+    return CURRENT_PREFIX + md5
+
+
+def content_of(version_id: str) -> str:
+    """The md5 a version id names (its content: current or kept)."""
+    return version_id.removeprefix(CURRENT_PREFIX)
+
+
 VERSIONS_DIRECTORY = RESERVED_PREFIX + "versions"
 
 
@@ -108,7 +123,7 @@ class RetainedVersions:
         for info in current:
             modified = datetime.fromtimestamp(self._mtime(info.key), UTC)
             latest[info.key] = ObjectVersion(
-                info.key, info.etag, info.etag, info.size, True, False, None, modified
+                info.key, current_id(info.etag), info.etag, info.size, True, False, None, modified
             )
         for key in sorted({*kept, *latest}):
             if key in latest:

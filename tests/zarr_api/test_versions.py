@@ -6,11 +6,13 @@ On the local store (hard links) and SeaweedFS (a real S3 with bucket versioning)
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from dandizarr_server.zarr_api.models import ZarrArchive
@@ -353,3 +355,59 @@ def test_reset_is_refused_while_an_upload_is_open(
     assert response.status_code == 409 and "in progress" in response.json()["detail"]
     assert owner.client.post(f"/api/zarr/{zarr_id}/upload/complete/").status_code == 200
     assert state_of(owner, zarr_id) == {"f": b"2"}
+
+
+def test_garbage_collection_racing_every_change_never_deletes_what_is_read(
+    owner: Actor, dandiset: str, versioned_backend: str, settings: Any
+) -> None:
+    """The collector runs again and again, with no undelete window, while the draft is
+    uploaded to, overwritten, deleted from, cancelled, published and reset; afterwards every
+    version and the draft read exactly."""
+    settings.DANDIZARR_GC_WINDOW_DAYS = 0
+    zarr_id = create_archive(owner, dandiset, "race.zarr", layout="loose")
+    add_asset(owner, dandiset, zarr_id, "race.zarr")
+    archive = ZarrArchive.objects.get(zarr_id=zarr_id)
+    stop = threading.Event()
+    runs: list[int] = []
+    failures: list[BaseException] = []
+
+    def collect() -> None:
+        try:
+            while not stop.is_set():
+                archive_garbage_collect(archive, dry_run=False)
+                runs.append(1)
+        except BaseException as error:  # reported by the test
+            failures.append(error)
+        finally:
+            connection.close()
+
+    collector = threading.Thread(target=collect)
+    collector.start()
+    expected: dict[str, dict[str, bytes]] = {}
+    draft: dict[str, bytes] = {}
+    try:
+        for round_ in range(4):
+            changes = {f"r/{i}": f"{round_}-{i}".encode() for i in range(round_, round_ + 6)}
+            done = upload(owner.client, zarr_id, changes)
+            assert done.status_code == 200, done.content
+            draft.update(changes)
+            gone = sorted(draft)[round_]
+            delete(owner, zarr_id, gone)
+            del draft[gone]
+            assert upload(owner.client, zarr_id, {"r/cancelled": b"c"}, complete=False)
+            assert owner.client.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
+            publish(owner, dandiset)
+            expected[versions(owner, zarr_id)[-1]["zarr_id"]] = dict(draft)
+            if round_ == 2:
+                response = owner.client.post(f"/api/zarr/{zarr_id}/versions/1/reset/")
+                assert response.status_code == 202, response.content
+                draft = dict(next(iter(expected.values())))
+    finally:
+        stop.set()
+        collector.join()
+    assert not failures, failures
+    assert len(runs) >= 3
+    archive_garbage_collect(archive, dry_run=False)
+    for version_id, files in expected.items():
+        assert state_of(owner, version_id) == files
+    assert state_of(owner, zarr_id) == draft

@@ -30,7 +30,7 @@ from django.utils import timezone
 from dandizarr.objectstore.versions import ObjectVersion
 from dandizarr_server.zarr_api.keys import checksums_prefix, files_prefix, shards_prefix
 from dandizarr_server.zarr_api.models import (
-    Batch,
+    BUSY_STATES,
     BatchFile,
     FileHistory,
     Shard,
@@ -43,6 +43,9 @@ from dandizarr_server.zarr_api.storage import get_store
 logger = logging.getLogger(__name__)
 
 _PAGE = 1000
+# Replaced .checksum listings are kept at least this long whatever the window: which listing
+# is current is known only from the listing order, and a tree update may be writing one.
+LISTING_MIN_IDLE = timedelta(hours=1)
 
 
 @dataclass
@@ -79,31 +82,35 @@ class _References:
 
     history: set[tuple[str, str]]  # (key, md5) of loose files; (key, "") of shards
     draft: dict[str, str]  # loose key -> md5 the draft's tree has for its path
-    writing: set[str]  # loose keys an open upload batch writes
+    writing: set[tuple[str, str]]  # (loose key, md5) a batch not yet applied writes
     live_shards: set[str]
 
 
 def _references(archive: ZarrArchive, page: list[ObjectVersion]) -> _References:
+    """What may reference the page's versions, read in the one safe order. A tree update
+    commits its rows, then writes the tree's listings, then commits the tree with its batches
+    applied. So: the batches not yet applied first, then the archive's row (whose version keys
+    the listing cache), then the listings, then the rows: a change racing these reads is seen
+    as a batch still writing, in the listings, or in the rows."""
     keys = sorted({v.key for v in page})
+    loose_prefix = files_prefix(archive.zarr_id)
+    paths = {k[len(loose_prefix) :]: k for k in keys if k.startswith(loose_prefix)}
+    # Uploads not yet in the tree: open, or verified and waiting for their tree update.
+    open_files = BatchFile.objects.filter(
+        batch__archive=archive, batch__state__in=BUSY_STATES, path__in=list(paths)
+    ).values_list("path", "md5")
+    writing = {(paths[p], md5) for p, md5 in open_files}
+    live = Shard.objects.filter(archive=archive, key__in=keys).exclude(state=Shard.State.DISCARDED)
+    live_shards = set(live.values_list("key", flat=True))
+    archive = ZarrArchive.objects.get(pk=archive.pk)
+    states = ArchiveSnapshot(draft_tree_cached(archive), {}).files_state(paths)
+    draft = {paths[p]: s.md5 for p, s in states.items() if s is not None}
     rows = FileHistory.objects.filter(archive=archive, key__in=keys, present=True)
     history = {
         (key, "" if offset is not None else md5)
         for key, md5, offset in rows.values_list("key", "md5", "offset")
     }
-    loose_prefix = files_prefix(archive.zarr_id)
-    paths = {k[len(loose_prefix) :]: k for k in keys if k.startswith(loose_prefix)}
-    states = ArchiveSnapshot(draft_tree_cached(archive), {}).files_state(paths)
-    draft = {paths[p]: s.md5 for p, s in states.items() if s is not None}
-    open_paths = BatchFile.objects.filter(
-        batch__archive=archive, batch__state=Batch.State.OPEN, path__in=list(paths)
-    ).values_list("path", flat=True)
-    live = Shard.objects.filter(archive=archive, key__in=keys).exclude(state=Shard.State.DISCARDED)
-    return _References(
-        history,
-        draft,
-        {paths[p] for p in open_paths},
-        set(live.values_list("key", flat=True)),
-    )
+    return _References(history, draft, writing, live_shards)
 
 
 def _needed(version: ObjectVersion, refs: _References, checksums: str) -> tuple[bool, bool]:
@@ -113,7 +120,8 @@ def _needed(version: ObjectVersion, refs: _References, checksums: str) -> tuple[
         return version.latest, False
     if (key, "") in refs.history or (key, version.etag) in refs.history:
         return True, not version.latest
-    if version.latest and (key in refs.live_shards or key in refs.writing):
+    # Not by "latest": a listing racing writes may name another version latest.
+    if key in refs.live_shards or (key, version.etag) in refs.writing:
         return True, False
     return refs.draft.get(key) == version.etag, False
 
@@ -144,7 +152,10 @@ def archive_garbage_collect(
                         if held:
                             report.held_objects += 1
                             report.held_bytes += version.size
-                    elif version.idle_since() < cutoff:
+                    elif version.idle_since() < cutoff and (
+                        not key.startswith(checksums)
+                        or version.idle_since() < now - LISTING_MIN_IDLE
+                    ):
                         doomed.append((key, version.version_id))
                         report.reclaimed_objects += 1
                         report.reclaimed_bytes += version.size
