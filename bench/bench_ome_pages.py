@@ -22,7 +22,7 @@ from pathlib import Path
 
 import requests
 
-from bench.s3_env import archive_created
+from bench.s3_env import archive_created, timed_get
 from dandizarr.checksums import DirectoryEntry, DirectoryListing, FileEntry, encode_checksum_file
 from dandizarr.objectstore.local import LocalObjectStore
 from dandizarr_server.zarr_api.keys import checksum_key, file_key
@@ -114,14 +114,6 @@ def build(storage: Path, zarr_id: str) -> int:
     return files
 
 
-def _timed_get(session: requests.Session, url: str) -> float:
-    started = time.perf_counter()
-    response = session.get(url, timeout=60)
-    elapsed = time.perf_counter() - started
-    response.raise_for_status()
-    return elapsed
-
-
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, serve_process(Path(tmp) / "var") as (url, token):
         session = requests.Session()
@@ -131,15 +123,15 @@ def main() -> None:
         files = build(Path(tmp) / "var" / "storage", zarr_id)
         print(f"built {files:,} files' listings in {time.perf_counter() - started:.1f} s")
         page, summary = f"{url}/archives/{zarr_id}/", f"{url}/api/zarr/{zarr_id}/ome/"
-        first_summary = _timed_get(session, summary)  # the scan, description and validation
-        first_page = _timed_get(session, page)
+        first_summary = timed_get(session, summary)  # the scan, description and validation
+        first_page = timed_get(session, page)
         html = session.get(page, timeout=60).text
         assert "OME-Zarr images" in html and "Open in Neuroglancer" in html
         data = session.get(summary, timeout=60).json()
         assert data["images"][0]["levels"][0]["shape"] == [1, GRID * 16, GRID * 32, GRID * 32]
         assert data["validation"][0]["valid"], data["validation"]
-        pages = [_timed_get(session, page) for _ in range(5)]
-        summaries = [_timed_get(session, summary) for _ in range(5)]
+        pages = [timed_get(session, page) for _ in range(5)]
+        summaries = [timed_get(session, summary) for _ in range(5)]
         print(f"{files:,}-file OME-Zarr archive:")
         print(
             f"  OME summary: first {first_summary * 1000:.0f} ms, "

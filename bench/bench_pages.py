@@ -9,25 +9,16 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import requests
 
-from bench.s3_env import archive_created
+from bench.s3_env import archive_created, timed_get
 from dandizarr.checksums import DirectoryEntry, DirectoryListing, FileEntry, encode_checksum_file
 from dandizarr_server.zarr_api.keys import checksum_key
 from tests.support.processes import serve_process
 
 FILES = 100_000
-
-
-def _timed_get(session: requests.Session, url: str) -> float:
-    started = time.perf_counter()
-    response = session.get(url, timeout=60)
-    elapsed = time.perf_counter() - started
-    response.raise_for_status()
-    return elapsed
 
 
 def main() -> None:
@@ -47,9 +38,9 @@ def main() -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(encode_checksum_file(content))
         page = f"{url}/archives/{zarr_id}/tree/big"
-        cold = _timed_get(session, page)
-        cached = [_timed_get(session, f"{page}?page={p}") for p in (2, 250, 500)]
-        api = [_timed_get(requests.Session(), f"{url}/api/info/") for _ in range(50)]
+        cold = timed_get(session, page)
+        cached = [timed_get(session, f"{page}?page={p}") for p in (2, 250, 500)]
+        api = [timed_get(requests.Session(), f"{url}/api/info/") for _ in range(50)]
         print(f"{FILES:,}-file directory page: first open {cold * 1000:.0f} ms, cached pages")
         print(f"  {', '.join(f'{t * 1000:.0f}' for t in cached)} ms")
         print(

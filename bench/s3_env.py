@@ -149,6 +149,15 @@ def server_share(service: S3Service) -> Iterator[list[ServerShare]]:
     result.append(ServerShare(cpu, len(micros), sum(micros) / 1e6))
 
 
+def timed_get(session: requests.Session, url: str) -> float:
+    """Seconds one GET of ``url`` takes (a failure raises)."""
+    started = time.perf_counter()
+    response = session.get(url, timeout=60)
+    elapsed = time.perf_counter() - started
+    response.raise_for_status()
+    return elapsed
+
+
 def archive_created(session: requests.Session, url: str, name: str) -> str:
     """A new dandiset with one archive ``name`` in it, by ``session``'s user: the zarr_id."""
     dandiset = session.post(f"{url}/api/dandisets/", json={"name": name}, timeout=30)

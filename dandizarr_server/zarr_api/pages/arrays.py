@@ -346,16 +346,9 @@ def read_plane(files: ArchiveFiles, info: ArrayInfo) -> np.ndarray:
     plan = plane_plan(info.metadata)
     if plan is None:
         raise Unsupported(info.preview_problem or "its middle plane is more than a preview reads")
-    array = Array(files, info.path, info.metadata)
-    selection = plane_selection(array.shape)
     if plan.whole:
-        per_dim = [
-            [s // c] if isinstance(s, int) else range(g)
-            for s, c, g in zip(selection, array.chunk_shape, array.grid_shape, strict=True)
-        ]
-        grid = np.stack(np.meshgrid(*per_dim, indexing="ij"), -1).reshape(-1, len(per_dim))
-        files.prefetch(array.chunk_key(tuple(coords)) for coords in grid.tolist())
-        return array.read(selection)
+        return read_selection(files, info, plane_selection(info.metadata.shape))
+    array = Array(files, info.path, info.metadata)
     # One read per block of strided pixels that share a decoded chunk.
     chunk = read_geometry(info.metadata).chunk
     lead = tuple(n // 2 for n in array.shape[:-2])  # the middle plane's index, as selected

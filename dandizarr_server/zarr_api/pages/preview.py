@@ -45,7 +45,11 @@ def to_grey(plane: np.ndarray) -> np.ndarray:
 
 def render_png(plane: np.ndarray) -> bytes:
     height, width = plane.shape
-    image = Image.fromarray(to_grey(plane), mode="L")
+    return png_of(Image.fromarray(to_grey(plane), mode="L"), height, width)
+
+
+def png_of(image: Image.Image, height: int, width: int) -> bytes:
+    """The picture at the preview's size, as PNG."""
     size = preview_size(height, width)
     # Enlarged pixels stay sharp squares; reductions average (no aliasing).
     shrink = size[0] < width
@@ -99,10 +103,4 @@ def render_channels_png(planes: Sequence[np.ndarray], channels: Sequence[Channel
             np.asarray(channel.color, np.float32) / 255.0
         )
     pixels = np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8)
-    image = Image.fromarray(pixels, mode="RGB")
-    size = preview_size(height, width)
-    shrink = size[0] < width
-    image = image.resize(size, Image.Resampling.BOX if shrink else Image.Resampling.NEAREST)
-    out = io.BytesIO()
-    image.save(out, format="PNG", optimize=True)
-    return out.getvalue()
+    return png_of(Image.fromarray(pixels, mode="RGB"), height, width)

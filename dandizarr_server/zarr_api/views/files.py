@@ -105,8 +105,9 @@ class FilesView(APIView):
         return Response(self._directory(request, node))
 
     @staticmethod
-    def _file(node: FileNode, key: str) -> dict[str, Any]:
-        """A file's entry; ``key`` is its object (a packed file's: its shard's)."""
+    def _file(node: FileNode, key: str, url: str | None = None) -> dict[str, Any]:
+        """A file's entry; ``key`` is its object (a packed file's: its shard's), ``url`` where
+        it downloads (default: the object's storage URL)."""
         return {
             "type": "file",
             "path": node.path,
@@ -114,23 +115,16 @@ class FilesView(APIView):
             "size": node.size,
             "digest": node.md5,
             "s3_key": key,
-            "download_url": download_url(key),
+            "download_url": url or download_url(key),
         }
 
-    @staticmethod
-    def _version_file(request: Request, archive: ZarrArchive, node: FileNode) -> dict[str, Any]:
+    def _version_file(
+        self, request: Request, archive: ZarrArchive, node: FileNode
+    ) -> dict[str, Any]:
         """A version's file: its bytes are read through the service (they may be an object
         version the draft replaced)."""
         found = stored_bytes(archive, node.path)
-        return {
-            "type": "file",
-            "path": node.path,
-            "name": node.path.rsplit("/", 1)[-1],
-            "size": node.size,
-            "digest": node.md5,
-            "s3_key": found.key,
-            "download_url": version_read_url(request, archive, node.path),
-        }
+        return self._file(node, found.key, version_read_url(request, archive, node.path))
 
     def _directory(self, request: Request, node: DirectoryNode) -> dict[str, Any]:
         listing = node.listing
