@@ -1,4 +1,5 @@
-"""The admin: dandisets, archives (with batch history, cancel and audit actions), shards."""
+"""The admin: dandisets, archives (with batch history, cancel and audit actions, the storage
+garbage report), their versions, shards."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from django.http import HttpRequest
 
 from dandizarr_server.zarr_api.exceptions import DomainError
 from dandizarr_server.zarr_api.models import (
+    ArchiveVersion,
     Asset,
     Batch,
     BatchFile,
@@ -34,6 +36,30 @@ class VersionAdmin(admin.ModelAdmin[Version]):
 @admin.register(Asset)
 class AssetAdmin(admin.ModelAdmin[Asset]):
     list_display = ["asset_id", "version", "path", "zarr"]
+
+
+@admin.register(ArchiveVersion)
+class ArchiveVersionAdmin(admin.ModelAdmin[ArchiveVersion]):
+    """Published versions: immutable, so shown and never edited."""
+
+    list_display = ["archive", "number", "checksum", "file_count", "size", "created"]
+    search_fields = ["archive__zarr_id", "version_id"]
+    readonly_fields = [
+        "archive",
+        "number",
+        "generation",
+        "version_id",
+        "checksum",
+        "file_count",
+        "size",
+        "created",
+    ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
 
 # A batch is history: the admin shows it and never edits it.
@@ -82,6 +108,7 @@ class ZarrArchiveAdmin(admin.ModelAdmin[ZarrArchive]):
         "file_count",
         "size",
         "generation",
+        "garbage",
         "upload_urls_valid_until",
         "drift_count",
         "last_drift_at",
