@@ -13,6 +13,9 @@ CHECKSUM_FILE_NAME = ".checksum"
 FILES_ROOT = "zarr/"
 SHARDS_ROOT = "zarr_shards/"
 CHECKSUMS_ROOT = "zarr_checksums/"
+# Since when the bucket keeps replaced objects (ISO time), written when versioning is turned on
+# (dandizarr_server.zarr_api.services.publishing.storage_versioning_since). Outside every archive.
+VERSIONING_SINCE_KEY = "dandizarr/versioning-since"
 # Every top-level prefix an archive's objects live under.
 ARCHIVE_ROOTS = (FILES_ROOT, CHECKSUMS_ROOT, SHARDS_ROOT)
 

@@ -310,12 +310,6 @@ class ArchiveVersion(models.Model):
         return f"version {self.number} of {self.archive_id}"
 
 
-class StorageVersioning(models.Model):
-    """One row: since when storage keeps what is overwritten or deleted (object versioning)."""
-
-    since = models.DateTimeField()
-
-
 class FileHistory(models.Model):
     """What a file was up to the end of generation ``until_generation``, recorded when a change
     of a later generation replaced it: only what changed after a publish costs a row. A version

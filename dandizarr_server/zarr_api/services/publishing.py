@@ -10,15 +10,15 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from dandizarr.objectstore import ObjectStoreError
+from dandizarr.objectstore import ObjectNotFound, ObjectStoreError
 from dandizarr_server.zarr_api.exceptions import Conflict, ServiceUnavailable, ValidationFailed
+from dandizarr_server.zarr_api.keys import VERSIONING_SINCE_KEY
 from dandizarr_server.zarr_api.models import (
     CHANGING_STATES,
     ArchiveVersion,
     Asset,
     Batch,
     Dandiset,
-    StorageVersioning,
     Version,
     ZarrArchive,
 )
@@ -29,20 +29,22 @@ from dandizarr_server.zarr_api.storage import get_store
 
 def storage_versioning_since() -> datetime:
     """Versions need the store to keep replaced objects: on before the first one (``manage.py
-    ensure_bucket`` turns it on at deployment). Since when it has been: recorded when this
-    service turned it on or first saw it on."""
+    ensure_bucket`` turns it on at deployment). Since when it has been, as recorded in the
+    bucket itself when this service turned it on or first saw it on."""
     store = get_store()
     try:
         if not store.versioning_enabled():
             store.enable_versioning()
-    except ObjectStoreError as error:
+        try:
+            return datetime.fromisoformat(store.get(VERSIONING_SINCE_KEY).decode())
+        except ObjectNotFound:
+            now = timezone.now()
+            store.put(VERSIONING_SINCE_KEY, now.isoformat().encode())
+            return now
+    except (ObjectStoreError, ValueError) as error:
         raise ServiceUnavailable(
             f"cannot publish: storage cannot keep object versions ({error})"
         ) from error
-    record = StorageVersioning.objects.order_by("pk").first()
-    if record is None:
-        record = StorageVersioning.objects.create(since=timezone.now())
-    return record.since
 
 
 def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:
