@@ -16,19 +16,23 @@ from hypothesis import HealthCheck, Phase, given, settings
 from rest_framework.authtoken.models import Token
 
 from dandizarr_server.zarr_api.models import Batch
+from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
 from tests.support.api import Actor, upload
+from tests.support.versions import publish
 
 MAX_EXAMPLES = 20
 
 
 @pytest.fixture
 def real_parameters(owner: Actor, dandiset: str, zarr_id: str) -> dict[str, str]:
+    storage_versioning_since()  # as ensure_bucket sets a bucket up
     assert upload(owner.client, zarr_id, {"a/b": b"1", "c": b"2"}).status_code == 200
     asset = owner.client.post(
         f"/api/dandisets/{dandiset}/versions/draft/assets/",
         {"path": "a.zarr", "zarr_id": zarr_id},
         format="json",
     ).json()["asset_id"]
+    publish(owner, dandiset)  # version 1 of the archive, for the versions routes
     batch = Batch.objects.filter(archive__zarr_id=zarr_id).first()
     assert batch is not None
     return {
@@ -38,6 +42,7 @@ def real_parameters(owner: Actor, dandiset: str, zarr_id: str) -> dict[str, str]
         "asset_id": asset,
         "batch_id": str(batch.pk),
         "path": "a/b",
+        "number": "1",
     }
 
 
