@@ -26,6 +26,7 @@ from dandizarr_server.environment import (
     env_str,
 )
 from dandizarr_server.logging_config import structured_logging
+from dandizarr_server.page_security import PAGES_CONTENT_SECURITY_POLICY
 from dandizarr_server.periodic_tasks import beat_schedule
 
 # Lets admin.ModelAdmin[Model] and friends be subscripted at run time, as the type stubs do.
@@ -151,23 +152,9 @@ AXES_CLIENT_IP_CALLABLE = "dandizarr_server.client_address.client_address"
 # REST_FRAMEWORK's throttle rates: dandizarr_server.zarr_api.authentication).
 
 # --- Browser security ------------------------------------------------------------------------
-# The pages: scripts, styles and images from this origin only (no inline script or style), no
-# plugins, never framed. Responses that carry user bytes set their own, stricter policy
-# (dandizarr.objectstore.user_bytes: sandbox; default-src 'none'), which the middleware leaves
-# alone.
-CONTENT_SECURITY_POLICY = {
-    "DIRECTIVES": {
-        "default-src": ["'self'"],
-        "script-src": ["'self'"],
-        "style-src": ["'self'"],
-        "img-src": ["'self'", "data:"],
-        "connect-src": ["'self'"],
-        "object-src": ["'none'"],
-        "base-uri": ["'none'"],
-        "form-action": ["'self'"],
-        "frame-ancestors": ["'none'"],
-    }
-}
+# The pages' policy (dandizarr_server.page_security); responses that carry user bytes set their
+# own, stricter one (dandizarr.objectstore.user_bytes), which the middleware leaves alone.
+CONTENT_SECURITY_POLICY = PAGES_CONTENT_SECURITY_POLICY
 X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -19,7 +19,27 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from dandizarr.checksums import is_md5
+from dandizarr.objectstore.errors import (
+    InvalidRange,
+    ListingOrderError,
+    ObjectNotFound,
+    ObjectStoreError,
+    PreconditionFailed,
+    StorageFull,
+)
 from dandizarr.objectstore.versions import ObjectVersion
+
+__all__ = [
+    "DELETE_BATCH_SIZE",
+    "InvalidRange",
+    "ListingOrderError",
+    "ObjectInfo",
+    "ObjectNotFound",
+    "ObjectStore",
+    "ObjectStoreError",
+    "PreconditionFailed",
+    "StorageFull",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -29,65 +49,6 @@ _pool_creation_lock = threading.Lock()
 
 # S3's DeleteObjects accepts at most this many keys per request.
 DELETE_BATCH_SIZE = 1000
-
-
-class ObjectStoreError(Exception):
-    """Base class of storage errors."""
-
-
-class StorageFull(ObjectStoreError):
-    """Storage has no room left for the object (a full volume, a quota)."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-    def __str__(self) -> str:
-        return f"storage is full: no room for {self.key}"
-
-
-class ObjectNotFound(ObjectStoreError, KeyError):
-    """The key does not exist."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-    def __str__(self) -> str:
-        return f"object not found: {self.key}"
-
-
-class ListingOrderError(ObjectStoreError):
-    """A listing that was to come in key order (UTF-8 byte order, S3's) did not."""
-
-    def __init__(self, store: object, prefix: str, previous: str, key: str) -> None:
-        super().__init__(store, prefix, previous, key)
-        self.store = store
-        self.prefix = prefix
-        self.previous = previous
-        self.key = key
-
-    def __str__(self) -> str:
-        return (
-            f"{self.store!r} listed {self.prefix!r} out of key order: {self.key!r} came after "
-            f"{self.previous!r} (S3 lists in UTF-8 byte order; this server does not)"
-        )
-
-
-class InvalidRange(ObjectStoreError, ValueError):
-    """A byte range that the object cannot satisfy."""
-
-
-class PreconditionFailed(ObjectStoreError):
-    """The object's ETag is not the one the read was conditioned on (it changed)."""
-
-    def __init__(self, key: str, expected_etag: str) -> None:
-        super().__init__(key, expected_etag)
-        self.key = key
-        self.expected_etag = expected_etag
-
-    def __str__(self) -> str:
-        return f"object {self.key} no longer has ETag {self.expected_etag}"
 
 
 @dataclass(frozen=True, slots=True)

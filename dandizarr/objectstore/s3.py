@@ -18,14 +18,18 @@ from dandizarr.objectstore.base import (
     DELETE_BATCH_SIZE,
     InvalidRange,
     ObjectInfo,
-    ObjectNotFound,
     ObjectStore,
     ObjectStoreError,
-    PreconditionFailed,
     content_md5_header,
     range_header,
     strip_etag,
     validate_range,
+)
+from dandizarr.objectstore.s3_errors import (
+    NOT_FOUND_CODES,
+    error_code,
+    error_status,
+    translate_error,
 )
 from dandizarr.objectstore.s3_listing import use_fast_listing
 from dandizarr.objectstore.user_bytes import S3_GET_OVERRIDES
@@ -39,16 +43,6 @@ GET_OVERRIDE_PARAMS = {
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-
-_NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound"}
-
-
-def _error_code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
-def _status(error: ClientError) -> int:
-    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
 
 
 def _http_session(client: S3Client) -> URLLib3Session:
@@ -192,7 +186,7 @@ class S3ObjectStore(ObjectStore):
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=key)
         except ClientError as error:
-            raise self._translate(error, key) from error
+            raise translate_error(error, key) from error
         return response["Body"].read()
 
     def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
@@ -221,7 +215,7 @@ class S3ObjectStore(ObjectStore):
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=key, **extra)
         except ClientError as error:
-            if _error_code(error) == "InvalidRange" or _status(error) == 416:
+            if error_code(error) == "InvalidRange" or error_status(error) == 416:
                 # S3 refuses any range starting at or after the end, including every range of
                 # an empty object; the interface only refuses a start *past* the end.
                 info = self._head_checked(key, extra)
@@ -230,7 +224,7 @@ class S3ObjectStore(ObjectStore):
                 raise InvalidRange(
                     f"{key}: start {start} is past the end ({info.size} bytes)"
                 ) from error
-            raise self._translate(error, key, if_match) from error
+            raise translate_error(error, key, if_match) from error
         return response["Body"].read(), strip_etag(response["ETag"])
 
     def _head_checked(self, key: str, extra: dict[str, Any]) -> ObjectInfo:
@@ -239,7 +233,7 @@ class S3ObjectStore(ObjectStore):
         try:
             response = self.client.head_object(Bucket=self.bucket, Key=key, **conditions)
         except ClientError as error:
-            raise self._translate(error, key, extra.get("IfMatch")) from error
+            raise translate_error(error, key, extra.get("IfMatch")) from error
         return ObjectInfo(key, response["ContentLength"], strip_etag(response["ETag"]))
 
     def iter_chunks(self, key: str, chunk_size: int = 8 << 20) -> Iterator[bytes]:
@@ -247,7 +241,7 @@ class S3ObjectStore(ObjectStore):
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=key)
         except ClientError as error:
-            raise self._translate(error, key) from error
+            raise translate_error(error, key) from error
         body = response["Body"]
 
         def chunks() -> Iterator[bytes]:
@@ -262,7 +256,7 @@ class S3ObjectStore(ObjectStore):
         try:
             response = self.client.head_object(Bucket=self.bucket, Key=key)
         except ClientError as error:
-            if _error_code(error) in _NOT_FOUND_CODES or _status(error) == 404:
+            if error_code(error) in NOT_FOUND_CODES or error_status(error) == 404:
                 return None
             raise ObjectStoreError(f"head {key}: {error}") from error
         return ObjectInfo(key, response["ContentLength"], strip_etag(response["ETag"]))
@@ -308,7 +302,7 @@ class S3ObjectStore(ObjectStore):
         try:
             return s3_versions.get_range(self.client, self.bucket, key, version_id, start, end)
         except ClientError as error:
-            raise self._translate(error, key) from error
+            raise translate_error(error, key) from error
 
     def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
         s3_versions.delete(self.client, self.bucket, versions)
@@ -397,16 +391,3 @@ class S3ObjectStore(ObjectStore):
             ExpiresIn=expires_in,
             HttpMethod="GET",
         )
-
-    # --- errors ---------------------------------------------------------------------------------
-
-    @staticmethod
-    def _translate(error: ClientError, key: str, if_match: str | None = None) -> ObjectStoreError:
-        code, status = _error_code(error), _status(error)
-        if code in _NOT_FOUND_CODES or status == 404:
-            return ObjectNotFound(key)
-        if code == "PreconditionFailed" or status == 412:
-            return PreconditionFailed(key, strip_etag(if_match or ""))
-        if code == "InvalidRange" or status == 416:
-            return InvalidRange(f"{key}: {error}")
-        return ObjectStoreError(f"{key}: {error}")

@@ -14,7 +14,8 @@ from dandizarr.checksums import DirectoryListing
 from dandizarr_server.zarr_api.exceptions import NotFound
 from dandizarr_server.zarr_api.models import Batch, Dandiset, ZarrArchive
 from dandizarr_server.zarr_api.pages import ome, preview, render_pool
-from dandizarr_server.zarr_api.pages.arrays import ArrayInfo, Unsupported, read_plane
+from dandizarr_server.zarr_api.pages.arrays import ArrayInfo, Unsupported
+from dandizarr_server.zarr_api.pages.plane_reads import read_plane
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
 from dandizarr_server.zarr_api.permissions import Requester
 from dandizarr_server.zarr_api.selectors.archive_contents import DirectoryNode
