@@ -68,16 +68,26 @@ def _child(step: str, *args: str) -> dict[str, Any]:
     )
     assert process.stdout is not None
     output = process.stdout.read()
-    _pid, status, usage = os.wait4(process.pid, 0)
+    status = process.wait()
     seconds = time.perf_counter() - started
     if status != 0:
         raise RuntimeError(f"step {step} failed ({status}): {output[-2000:]!r}")
     answer: dict[str, Any] = json.loads(output.decode().strip().splitlines()[-1])
-    return {**answer, "process_seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024}
+    # The child's own high-water mark (VmHWM): ru_maxrss would count this big process, which
+    # the child was forked from before it ran Python afresh.
+    return {**answer, "process_seconds": seconds}
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident set since it started Python (VmHWM)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def step(name: str, args: tuple[str, ...]) -> None:
-    """A measured step, in its own process."""
+    """A measured step, in its own process; prints its figures as JSON (peak RSS included)."""
     _django()
     from dandizarr_server.zarr_api.models import Dandiset, ZarrArchive
     from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
@@ -88,12 +98,14 @@ def step(name: str, args: tuple[str, ...]) -> None:
         user = dandiset.owners.get()
         started = time.perf_counter()
         version_publish(user=user, dandiset=dandiset)
-        print(json.dumps({"seconds": time.perf_counter() - started}))
+        seconds = time.perf_counter() - started
+        print(json.dumps({"seconds": seconds, "peak_rss_mb": _peak_rss_mb()}))
     elif name == "gc":
         archive = ZarrArchive.objects.get(zarr_id=args[0])
         started = time.perf_counter()
         report = archive_garbage_collect(archive, dry_run=False)
-        print(json.dumps({"seconds": time.perf_counter() - started, **report.__dict__}))
+        seconds = time.perf_counter() - started
+        print(json.dumps({"seconds": seconds, "peak_rss_mb": _peak_rss_mb(), **report.__dict__}))
 
 
 # --- seeding ----------------------------------------------------------------------------------
