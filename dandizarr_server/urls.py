@@ -6,6 +6,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from dandizarr_server.zarr_api.views import health
 
+# An exception no view handled (one in a middleware, say): 503 when a backing service is down.
+handler500 = "dandizarr_server.zarr_api.views.server_errors.server_error"
+
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),

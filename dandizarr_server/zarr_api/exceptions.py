@@ -107,6 +107,21 @@ def unavailable_service(exc: BaseException) -> str | None:
     return None
 
 
+def unavailable_answer(
+    service: str, exc: BaseException
+) -> tuple[dict[str, str], int, dict[str, str]]:
+    """Body, status and headers of the answer to a request that met ``service`` unavailable
+    (``exc``), logged and counted: one answer, from a view or from a middleware."""
+    logger.warning("%s unavailable: %s: %s", service, type(exc).__name__, exc)
+    if service == "storage":
+        STORAGE_ERRORS.labels(type(exc).__name__).inc()
+    return (
+        {"detail": f"the service's {service} is unavailable; try again shortly"},
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        {"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, RequestDataTooBig):
         exc = BodyTooLarge(
@@ -117,15 +132,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response({"detail": exc.message, **exc.extra}, status=exc.status_code)
     service = unavailable_service(exc)
     if service is not None:
-        logger.warning("%s unavailable: %s: %s", service, type(exc).__name__, exc)
-        if service == "storage":
-            STORAGE_ERRORS.labels(type(exc).__name__).inc()
         set_rollback()
-        return Response(
-            {"detail": f"the service's {service} is unavailable; try again shortly"},
-            status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        )
+        return Response(*unavailable_answer(service, exc))
     response = drf_exception_handler(exc, context)
     if response is not None and not (isinstance(response.data, dict) and "detail" in response.data):
         # Field errors ({"name": ["..."]}): the fields stay, and "detail" names them all.

@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 from django.contrib.auth.models import User
 from django.db import OperationalError, close_old_connections, connection
 from kombu.exceptions import OperationalError as BrokerOperationalError
+from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import NotAuthenticated
 
 from dandizarr.objectstore import ObjectStoreError
@@ -128,3 +129,32 @@ def test_a_connection_the_database_cut_is_replaced_before_reuse(transactional_db
     close_old_connections()
     assert User.objects.count() == 0
     assert connection.connection.info.backend_pid != backend_pid
+
+
+def test_the_database_failing_in_a_middleware_is_503_not_a_500_page(
+    transactional_db: None, client: Any
+) -> None:
+    """Found by the faults run: the database cut while the token middleware looked a token up
+    (before any view, so before DRF's exception handler) gave Django's 500 page."""
+    user = User.objects.create(username="reader")
+    token = Token.objects.create(user=user)
+    client.raise_request_exception = False
+    database = connection.settings_dict
+    with psycopg.connect(
+        host=database["HOST"] or "127.0.0.1",
+        port=database["PORT"] or 5432,
+        user=database["USER"] or "postgres",
+        dbname=database["NAME"],
+    ) as other:
+        # The token table is locked elsewhere; our look-up gives up after 200 ms.
+        other.execute("LOCK TABLE authtoken_token IN ACCESS EXCLUSIVE MODE")
+        with connection.cursor() as cursor:
+            cursor.execute("SET statement_timeout = 200")
+        response = client.get("/api/dandisets/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert response.status_code == 503, response.content
+    assert response.json() == {"detail": "the service's database is unavailable; try again shortly"}
+    assert response["Retry-After"] == "5"
+    # Nothing was changed by the refused request: the same one succeeds once the lock is gone.
+    with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = 0")
+    assert client.get("/api/dandisets/", HTTP_AUTHORIZATION=f"Token {token.key}").status_code == 200
