@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.chunked_server import ChunkedWSGIServer
 from tests.support.dandi import DandiService, configure_storage, make_service
 
 
@@ -52,7 +53,9 @@ def dandi_service_8000(
                         "(make serve?)"
                     )
         time.sleep(1)
-    server = LiveServer("127.0.0.1:8000")
+    server = LiveServer("127.0.0.1:8000", start=False)
+    server.thread.server_class = ChunkedWSGIServer  # dandi 0.48.1 sends empty files chunked
+    server.start()
     try:
         settings.DANDIZARR_DANDI_SCHEMA_VERSION = "0.6.3"
         configure_storage(settings, request.param, server.url, tmp_path, request)
