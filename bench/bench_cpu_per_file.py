@@ -7,6 +7,10 @@ checksum; beside them ``s5cmd cp`` up and down of the same files, which verifies
 Printed: CPU-seconds (user + system) per 10,000 files of the client process, of the service
 (``dandizarr serve``: web and tasks), of SeaweedFS, and the ratio of ours (client + service) to
 s5cmd's client. Target (issue: Layout II): ours at most 1.5x s5cmd's.
+
+Then, when py-spy is installed (``make bench-tools``), each of our three runs once more with the
+client and the service sampled (``bench/profiles.py``), and where their CPU went is printed. The
+figures above come from the runs nobody sampled.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import profiles
 from bench.bench_s3_upload import local_files, new_dandiset, tool_upload, write_zarr
 from bench.s3_env import (
     S3Service,
@@ -74,10 +79,13 @@ def measure(label: str, service: S3Service, files: int, run: Callable[[], object
     )
 
 
-def _cli(service: S3Service, *args: str) -> dict[str, object]:
-    timed = run_timed(
-        dandizarr_command(*args[:1], "--server", service.url, "--token", service.token, *args[1:])
+def _cli(service: S3Service, *args: str, spy: Path | None = None) -> dict[str, object]:
+    argv = dandizarr_command(
+        *args[:1], "--server", service.url, "--token", service.token, *args[1:]
     )
+    timed = run_timed(profiles.spied(argv, spy) if spy else argv)
+    if "{" not in timed.output:
+        raise RuntimeError(f"dandizarr {args[0]} printed no summary: {timed.output[-2000:]}")
     result: dict[str, object] = json.loads(
         timed.output[timed.output.index("{") : timed.output.rindex("}") + 1]
     )
@@ -100,17 +108,19 @@ def main() -> None:
             dandiset = new_dandiset(service, "cpu")
             zarr_ids: dict[str, str] = {}
 
-            def upload(name: str, *extra: str) -> Callable[[], object]:
+            def upload(name: str, *extra: str, spy: Path | None = None) -> Callable[[], object]:
                 def run() -> None:
                     options = ["--dandiset", dandiset, "--name", name, "--no-progress", "--json"]
-                    result = _cli(service, "upload", *options, "-j", str(JOBS), *extra, str(src))
+                    result = _cli(
+                        service, "upload", *options, "-j", str(JOBS), *extra, str(src), spy=spy
+                    )
                     zarr_ids[name] = str(result["zarr_id"])
 
                 return run
 
-            def download(into: Path) -> None:
+            def download(into: Path, spy: Path | None = None) -> None:
                 _cli(service, "download", zarr_ids["loose.zarr"], str(into), "--jobs", str(JOBS),
-                     "--json")  # fmt: skip
+                     "--json", spy=spy)  # fmt: skip
 
             def s5cmd_down(binary: str) -> None:
                 source = f"s3://{service.bucket}/s5cmd/*"
@@ -132,6 +142,18 @@ def main() -> None:
                 )
                 down = measure("s5cmd cp (down)", service, count, lambda: s5cmd_down(s5cmd))
                 spent += [up, down]
+            profiled: list[tuple[str, Path, Path]] = []
+            if profiles.available():
+                for label, run in (
+                    ("dandizarr upload", lambda spy: upload("loose-p.zarr", spy=spy)()),
+                    ("dandizarr upload --pack",
+                     lambda spy: upload("packed-p.zarr", "--pack", spy=spy)()),
+                    ("dandizarr download", lambda spy: download(work / "down-p", spy=spy)),
+                ):  # fmt: skip
+                    client_raw, service_raw = work / f"{label}.client", work / f"{label}.service"
+                    with profiles.sampling(service.pid, service_raw):
+                        run(client_raw)
+                    profiled.append((label, client_raw, service_raw))
         print(f"{count:,} files of 4 KiB on SeaweedFS, every file and the checksum verified (ours)")
         for item in spent:
             print(item.line())
@@ -150,3 +172,9 @@ def main() -> None:
                       f"(target <= {TARGET}x: {verdict})")  # fmt: skip
         else:
             print("  s5cmd is not installed (make bench-tools): no ratio")
+        if not profiled:
+            print("  py-spy is not installed (make bench-tools): no profile")
+        for label, client_raw, service_raw in profiled:
+            print(f"  {label}, sampled by py-spy at {profiles.RATE}/s (a run of its own):")
+            print(f"    client\n{profiles.summary(client_raw)}")
+            print(f"    service\n{profiles.summary(service_raw)}")

@@ -11,9 +11,15 @@ c. A million chunk files (a Zarr v2 array, nested keys, 64 bytes each) packed in
    on SeaweedFS: wall time, peak RSS of the service and of the client, browse latency of a
    directory and of a file entry, audit time and peak memory.
 
+d. Scale (issue #23; ``make bench-scale``, not part of the default parts): ``BENCH_PACKED_FILES``
+   (1,000,000) and then ``BENCH_SCALE_FILES`` (10,000,000) chunk files of 64 bytes packed into
+   the service on SeaweedFS, each into a fresh service: wall time and peak RSS of the service
+   and of the client at both sizes, and their ratios (targets: time at most linear, peak RSS
+   at most 2x). ``BENCH_SCALE_SOURCE`` keeps the large source tree for later runs.
+
 ``BENCH_S3_PACKED_CHUNKS`` (default 100000), ``BENCH_S3_PACKED_CONVERT`` (10000) and
 ``BENCH_PACKED_FILES`` (1000000) scale the three down; ``BENCH_S3_PACKED_PARTS`` picks parts
-(e.g. ``c``). Figures are printed, never asserted.
+(e.g. ``c``; default ``abc``). Figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ CONVERT_FILES = int(os.environ.get("BENCH_S3_PACKED_CONVERT", "10000"))
 MILLION = int(os.environ.get("BENCH_PACKED_FILES", "1000000"))
 PARTS = os.environ.get("BENCH_S3_PACKED_PARTS", "abc")
 JOBS = int(os.environ.get("BENCH_S3_PACKED_JOBS", "32"))
+SCALE_FILES = int(os.environ.get("BENCH_SCALE_FILES", "10000000"))
 BROWSE_REQUESTS = 20
 
 # Issue #15's targets for the million files.
@@ -322,13 +329,63 @@ def part_c(tmp: Path) -> None:
         print(f"   (time targets scaled by {scale:g} for {MILLION:,} files)")
 
 
+def _source(tmp: Path, name: str, count: int, kept: str | None) -> tuple[Path, str]:
+    """The source array of ``count`` 64-byte chunk files: ``kept`` (written once, reused) or a
+    new one under ``tmp``; and how it came to be."""
+    src = Path(kept) if kept else tmp / f"{name}.zarr"
+    started = time.perf_counter()
+    if (src / ".zarray").exists():
+        return src, "reused"
+    write_array(src, count, 64)
+    return src, f"written in {time.perf_counter() - started:.1f} s"
+
+
+def part_d(tmp: Path) -> None:
+    print(
+        f"\nd. scale: {MILLION:,} and {SCALE_FILES:,} chunk files of 64 bytes (Zarr v2, nested "
+        "keys), each `dandizarr upload --pack` into a fresh `dandizarr serve` on SeaweedFS; "
+        "targets: time at most linear, service and client peak RSS at most 2x"
+    )
+    runs = []
+    for count, kept in (
+        (MILLION, os.environ.get("BENCH_PACKED_SOURCE")),
+        (SCALE_FILES, os.environ.get("BENCH_SCALE_SOURCE")),
+    ):
+        src, written = _source(tmp, f"d{count}", count, kept)
+        with seaweed_service(tmp, f"d{count}") as service:
+            dandiset = service.api("POST", "/api/dandisets/", data={"name": "d"}).json()
+            done = upload(service, src, dandiset["identifier"], f"d{count}", "--pack")
+            counts = objects(service, done["zarr_id"])
+            _, chunk = array_paths(src)
+            file_ms = browse_ms(service, done["zarr_id"], chunk)
+            service_mb = peak_rss_mb(service.pid)
+        runs.append((count, done, service_mb))
+        print(
+            f"   {count:,} files (source {written}): {done['wall']:.1f} s wall, "
+            f"{count / done['wall']:,.0f} files/s; service peak {service_mb:.0f} MB, client "
+            f"peak {done['client_mb']:.0f} MB; {counts['zarr']} loose + {counts['zarr_shards']} "
+            f"shard objects; checksum {done['server_checksum']} verified; browse {chunk} "
+            f"{file_ms:.1f} ms; client phases {_phases(done)}"
+        )
+    (small, a, a_mb), (large, b, b_mb) = runs
+    factor = large / small
+    time_ratio = b["wall"] / a["wall"]
+    rss_ratio = max(b_mb / a_mb, b["client_mb"] / a["client_mb"])
+    print(
+        f"   {factor:g}x the files: {time_ratio:.2f}x the time "
+        f"{'(at most linear: ok)' if time_ratio <= factor else '(MISSED: worse than linear)'}, "
+        f"service {b_mb / a_mb:.2f}x and client {b['client_mb'] / a['client_mb']:.2f}x the peak "
+        f"RSS {'(at most 2x: ok)' if rss_ratio <= 2 else '(MISSED: over 2x)'}"
+    )
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     print(cpu_load())
     keep = os.environ.get("BENCH_S3_PACKED_TMP")
     with tempfile.TemporaryDirectory(prefix="bench-s3-packed-", dir=keep) as tmp:
         tmp_path = Path(tmp)
-        for part, run in (("a", part_a), ("b", part_b), ("c", part_c)):
+        for part, run in (("a", part_a), ("b", part_b), ("c", part_c), ("d", part_d)):
             if part in PARTS:
                 run(tmp_path)
     print(cpu_load())
