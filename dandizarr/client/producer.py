@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
@@ -90,7 +89,10 @@ class BatchProducer:
         hashed = md5_files(
             self.root, (p for i, p in enumerate(paths) if not deferred[i]), jobs=jobs
         )
-        held = array("q")  # positions of chunk files, packed once hashing is done
+        # The chunk files to pack once hashing is done: those deferred, and those hashed that
+        # differ from the server's copy (a byte per file: no array of positions held).
+        held = deferred
+        holding = any(deferred)
         batch: list[LocalFile] = []
         batch_bytes = 0
 
@@ -112,7 +114,6 @@ class BatchProducer:
                 if self.stop.is_set():
                     return
                 if deferred[i]:
-                    held.append(i)
                     continue
                 path, size, md5 = next(hashed)
                 listing.set_hashed(i, size, md5)
@@ -123,13 +124,12 @@ class BatchProducer:
                     self.progress.advance(1, size)
                     continue
                 if self.packer is not None and self.packer.is_chunk(path):
-                    held.append(i)
+                    held[i], holding = 1, True
                 elif not add_loose(listing.file(i)):
                     return
-            if held:
+            if holding:
                 assert self.packer is not None  # only the packer holds files back
                 plans, loose = self.packer.plan_shards(listing, held)
-                del held  # the plans hold the positions
                 unhashed = [i for i in loose if not listing.is_hashed(i)]
                 for i, (_, size, md5) in zip(
                     unhashed,

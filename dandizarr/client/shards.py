@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import threading
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,7 +39,7 @@ from dandizarr.sharding.archive_packing import (
     build_shard,
     default_chunks_per_shard,
     find_grids,
-    plan_shard_indices,
+    plan_shard_positions,
 )
 
 # Members per pack batch when the service does not say (older services have no pack batches).
@@ -63,8 +63,8 @@ def fit_chunks_per_shard(chunks_per_shard: Sequence[int], limit: int) -> tuple[i
 
 def _estimated_size(plan: IndexedShardPlan, listing: LocalListing) -> int:
     """A shard's bytes: its members and its index (16 bytes a slot, 4 of checksum)."""
-    sizes = listing.sizes
-    return sum(sizes[i] for i in plan.positions) + 16 * plan.layout.slots() + 4
+    size = listing.size
+    return sum(size(i) for i in plan.positions) + 16 * plan.layout.slots() + 4
 
 
 class ShardBuilder:
@@ -109,7 +109,7 @@ class ShardBuilder:
 
     # --- planning ----------------------------------------------------------------------------
 
-    def plan_layouts(self, paths: Sequence[str], info: ServiceInfo) -> None:
+    def plan_layouts(self, paths: Iterable[str], info: ServiceInfo) -> None:
         """The shard layout of every array found in the local metadata files."""
         member_limit = info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
         metadata = {}
@@ -154,17 +154,13 @@ class ShardBuilder:
         return False
 
     def plan_shards(
-        self, listing: LocalListing, held: array[int]
+        self, listing: LocalListing, held: bytearray
     ) -> tuple[list[IndexedShardPlan], array[int]]:
-        """The shards the chunk files at positions ``held`` of ``listing`` go into (members as
+        """The shards the chunk files of ``listing`` marked in ``held`` go into (members as
         positions in ``listing``), and the positions of those that fit no shard (loose)."""
-        paths = listing.paths
-        plans, loose = plan_shard_indices(self.layouts, (paths[i] for i in held))
-        for plan in plans:
-            positions = plan.positions
-            for k, j in enumerate(positions):
-                positions[k] = held[j]
-        return plans, array("q", (held[j] for j in loose))
+        return plan_shard_positions(
+            self.layouts, ((i, path) for i, path in enumerate(listing.paths) if held[i])
+        )
 
     # --- building (producer thread) ----------------------------------------------------------
 
@@ -225,18 +221,17 @@ class ShardBuilder:
         reported (as a loose upload does); the others get the md5 of the bytes packed."""
         if self.stop.is_set():
             return None
-        paths, sizes = listing.paths, listing.sizes
+        paths = [listing.paths[i] for i in plan.positions]
         packed = array("q")  # the positions of the members, in the shard's order
 
         def members() -> Iterator[tuple[str, int | None, bytes]]:
-            read = self._reader.read([paths[i] for i in plan.positions])
-            for i, slot, data in zip(plan.positions, plan.slots, read, strict=True):
-                path = paths[i]
+            read = self._reader.read(paths)
+            for i, path, slot, data in zip(plan.positions, paths, plan.slots, read, strict=True):
                 if data is None:
                     self._report_changed(path, "deleted")
                     continue
-                if listing.is_hashed(i) and (
-                    len(data) != sizes[i] or hashlib.md5(data).digest() != listing.digest(i)
+                if listing.is_hashed(i) and (len(data), hashlib.md5(data).digest()) != (
+                    listing.records.read(i)
                 ):
                     self._report_changed(path, "content differs from its hash")
                     continue
@@ -253,9 +248,11 @@ class ShardBuilder:
             with target.open("wb") as file:
                 built = build_shard(cps, members(), file)
             shard = PreparedShard(plan.name, built.size, built.md5, built.members, file=target)
-        for i, member in zip(packed, built.members, strict=True):
-            if not listing.is_hashed(i):
-                listing.set_hashed(i, member.length, member.md5)
+        listing.set_hashed_many(
+            (i, member.length, member.md5)
+            for i, member in zip(packed, built.members, strict=True)
+            if not listing.is_hashed(i)
+        )
         shard.chunks_per_shard = tuple(cps)
         if not shard.members:
             shard.discard()

@@ -99,38 +99,41 @@ class Uploader:
         scan_started = time.perf_counter()
         remote = {f.path: f for f in self.client.iter_files(self.zarr_id)}
         listing = LocalListing(iter_local_files(self.root))
-        self.result.local_files = len(listing)
-        self.result.local_bytes = sum(listing.sizes)
-        paths = listing.paths
-        local_paths = set(paths) if remote else set()
-        remote_only = [path for path in remote if path not in local_paths]
-        del local_paths
-        if remote_only and self.options.sync:
-            self.progress.message(f"deleting {len(remote_only):,} files absent locally...")
-            self.client.delete_files(self.zarr_id, remote_only)
-            self.result.deleted_files = len(remote_only)
-        else:
-            self.result.remote_only_files = len(remote_only)
-            if remote_only:
-                self.progress.message(
-                    f"{len(remote_only):,} files on the server are absent locally and are kept "
-                    "(--sync deletes them)"
-                )
-        if self.packer is not None:
-            self.packer.after_build = self.after_build
-            self.packer.plan_layouts(paths, info)
-        self.result.add_time("scan", scan_started)
-        self.progress.start(self.result.local_files, self.result.local_bytes)
         try:
-            self._pipeline(listing, remote, info)
-        finally:
-            self.progress.close()
+            self.result.local_files = len(listing)
+            self.result.local_bytes = listing.total_bytes
+            paths = listing.paths
+            local_paths = set(paths) if remote else set()
+            remote_only = [path for path in remote if path not in local_paths]
+            del local_paths
+            if remote_only and self.options.sync:
+                self.progress.message(f"deleting {len(remote_only):,} files absent locally...")
+                self.client.delete_files(self.zarr_id, remote_only)
+                self.result.deleted_files = len(remote_only)
+            else:
+                self.result.remote_only_files = len(remote_only)
+                if remote_only:
+                    self.progress.message(
+                        f"{len(remote_only):,} files on the server are absent locally and are kept "
+                        "(--sync deletes them)"
+                    )
             if self.packer is not None:
-                self.packer.cleanup()
-        verify_started = time.perf_counter()
-        kept = [] if self.options.sync else [remote[path] for path in remote_only]
-        self._verify(listing, kept)
-        self.result.add_time("verify", verify_started)
+                self.packer.after_build = self.after_build
+                self.packer.plan_layouts(paths, info)
+            self.result.add_time("scan", scan_started)
+            self.progress.start(self.result.local_files, self.result.local_bytes)
+            try:
+                self._pipeline(listing, remote, info)
+            finally:
+                self.progress.close()
+                if self.packer is not None:
+                    self.packer.cleanup()
+            verify_started = time.perf_counter()
+            kept = [] if self.options.sync else [remote[path] for path in remote_only]
+            self._verify(listing, kept)
+            self.result.add_time("verify", verify_started)
+        finally:
+            listing.close()  # its temporary files
         self.result.retries = self.client.retries.count
         self.result.elapsed_seconds = time.perf_counter() - started
         return self.result

@@ -3,9 +3,12 @@ the listing of every local file (compact: no object per file)."""
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+from dandizarr.client.errors import ClientError
+from dandizarr.client.listing_columns import PathColumn, RecordColumn
+from dandizarr.sharding.archive_packing import MAX_PLANNED_PATHS
 
 # A batch's PUTs must finish before its URLs expire; bounding its bytes keeps that likely.
 DEFAULT_MAX_BATCH_BYTES = 2 << 30
@@ -27,44 +30,65 @@ class LocalFile:
 
 
 class LocalListing:
-    """The local files of an upload in path order, as columns: paths (str), sizes, md5 digests
-    (16 bytes each, in one bytearray) and whether each is hashed yet; about 25 bytes a file
-    beside its path. Sizes come from the listing until a file is hashed (``set_hashed``), then
-    are the bytes hashed."""
+    """The local files of an upload in path order, as columns (``listing_columns``): paths,
+    and each file's size and md5, in temporary files; in memory, an end offset per path and
+    whether each file is hashed yet: about 5 bytes a file. Sizes come from the listing until
+    a file is hashed (``set_hashed``), then are the bytes hashed. ``close`` when done."""
 
     def __init__(self, files: Iterable[tuple[str, int]]) -> None:
-        self.paths: list[str] = []
-        self.sizes = array("q")
+        self.paths = PathColumn()
+        self.records = RecordColumn()
+        self.total_bytes = 0
         for path, size in files:
+            if len(self.paths) == MAX_PLANNED_PATHS:
+                self.close()
+                raise ClientError(f"an upload takes at most {MAX_PLANNED_PATHS:,} files")
             self.paths.append(path)
-            self.sizes.append(size)
-        self.digests = bytearray(16 * len(self.paths))
+            self.records.append(size)
+            self.total_bytes += size
+        self.paths.seal()
+        self.records.seal()
         self.hashed = bytearray(len(self.paths))  # 1 once ``set_hashed``
 
     def __len__(self) -> int:
         return len(self.paths)
 
+    def close(self) -> None:
+        self.paths.close()
+        self.records.close()
+
     def set_hashed(self, i: int, size: int, md5: str) -> None:
-        self.sizes[i] = size
-        self.digests[16 * i : 16 * i + 16] = bytes.fromhex(md5)
+        self.records.write(i, size, bytes.fromhex(md5))
         self.hashed[i] = 1
+
+    def set_hashed_many(self, hashed: Iterable[tuple[int, int, str]]) -> None:
+        """``set_hashed`` of (position, size, md5) each: one write per run of positions."""
+        records = []
+        for i, size, md5 in hashed:
+            self.hashed[i] = 1
+            records.append((i, size, bytes.fromhex(md5)))
+        self.records.write_many(records)
 
     def is_hashed(self, i: int) -> bool:
         return bool(self.hashed[i])
 
+    def size(self, i: int) -> int:
+        return self.records.read(i)[0]
+
     def digest(self, i: int) -> bytes:
-        return bytes(self.digests[16 * i : 16 * i + 16])
+        return self.records.read(i)[1]
 
     def md5(self, i: int) -> str:
-        return self.digests[16 * i : 16 * i + 16].hex()
+        return self.records.read(i)[1].hex()
 
     def file(self, i: int) -> LocalFile:
-        return LocalFile(self.paths[i], self.sizes[i], self.md5(i))
+        size, digest = self.records.read(i)
+        return LocalFile(self.paths[i], size, digest.hex())
 
     def entries(self) -> Iterator[tuple[str, int, str]]:
         """(path, size, md5) of every file, in path order (once all are hashed)."""
-        for i, path in enumerate(self.paths):
-            yield path, self.sizes[i], self.md5(i)
+        for path, (size, digest) in zip(self.paths, self.records, strict=True):
+            yield path, size, digest.hex()
 
 
 @dataclass(frozen=True)

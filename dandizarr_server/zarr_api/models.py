@@ -258,7 +258,9 @@ class ShardMember(models.Model):
     slot = models.IntegerField(null=True, blank=True)
 
     class Meta:
-        ordering = ["id"]
+        # No default ordering: "ORDER BY id" on a look-up of some paths made SQLite walk every
+        # member of the archive (the archive index gives id order) instead of probing
+        # (archive, path) for each: one pack batch's apply cost grew with the archive.
         constraints = [
             models.UniqueConstraint(fields=["archive", "path"], name="unique_member_path")
         ]

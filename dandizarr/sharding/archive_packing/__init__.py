@@ -20,12 +20,15 @@ from dandizarr.sharding.archive_packing.chunk_grids import (
 )
 from dandizarr.sharding.archive_packing.plans import (
     DEFAULT_SHARD_BYTES,
+    MAX_PLANNED_PATHS,
+    POSITION_TYPECODE,
     IndexedShardPlan,
     PlannedMember,
     ShardLayout,
     ShardPlan,
     default_chunks_per_shard,
     plan_shard_indices,
+    plan_shard_positions,
     plan_shards,
 )
 from dandizarr.sharding.archive_packing.shard_objects import (
@@ -38,7 +41,9 @@ from dandizarr.sharding.archive_packing.shard_objects import (
 
 __all__ = [
     "DEFAULT_SHARD_BYTES",
+    "MAX_PLANNED_PATHS",
     "METADATA_NAMES",
+    "POSITION_TYPECODE",
     "BuiltShard",
     "ChunkGrid",
     "IndexedShardPlan",
@@ -53,6 +58,7 @@ __all__ = [
     "grid_from_metadata",
     "member_problems",
     "plan_shard_indices",
+    "plan_shard_positions",
     "plan_shards",
     "verify_members",
 ]

@@ -12,17 +12,24 @@ from dandizarr.sharding.archive_packing.chunk_grids import ChunkGrid, PackingErr
 
 __all__ = [
     "DEFAULT_SHARD_BYTES",
+    "MAX_PLANNED_PATHS",
+    "POSITION_TYPECODE",
     "IndexedShardPlan",
     "PlannedMember",
     "ShardLayout",
     "ShardPlan",
     "default_chunks_per_shard",
     "plan_shard_indices",
+    "plan_shard_positions",
     "plan_shards",
 ]
 
 DEFAULT_SHARD_BYTES = 64 << 20
 SHARD_SUFFIX = ".shard"
+# Positions and slots in an ``IndexedShardPlan`` are 4-byte unsigned ints (a plan of 10,000,000
+# chunk files holds 80 MB, not 160): a planned listing has at most this many paths.
+POSITION_TYPECODE = "I"
+MAX_PLANNED_PATHS = (1 << (8 * array(POSITION_TYPECODE).itemsize)) - 1
 
 
 @dataclass(frozen=True)
@@ -130,12 +137,20 @@ def plan_shard_indices(
     """Group chunk files into shards (plans sorted by name), members as positions in
     ``paths``; the positions of the rest (loose), in input order. A path claimed by two layouts
     goes to the first; of two paths landing in one slot (a repeated path) the first counts."""
+    return plan_shard_positions(layouts, enumerate(paths))
+
+
+def plan_shard_positions(
+    layouts: Sequence[ShardLayout], entries: Iterable[tuple[int, str]]
+) -> tuple[list[IndexedShardPlan], array[int]]:
+    """``plan_shard_indices`` of (position, path) entries: the positions are the caller's
+    (a listing's, say, of which only some paths are planned)."""
     by_dir: dict[str, list[int]] = {}
     for i, layout in enumerate(layouts):
         by_dir.setdefault(layout.grid.array_path, []).append(i)
     shards: dict[tuple[int, tuple[int, ...]], tuple[array[int], array[int]]] = {}
-    loose = array("q")
-    for position, path in enumerate(paths):
+    loose = array(POSITION_TYPECODE)
+    for position, path in entries:
         placed = False
         candidates = sorted(i for d in _ancestors(path) for i in by_dir.get(d, ()))
         for i in candidates:
@@ -144,7 +159,10 @@ def plan_shard_indices(
                 shard, slot = layouts[i].shard_of(coords)
                 found = shards.get((i, shard))
                 if found is None:
-                    found = shards[(i, shard)] = (array("q"), array("q"))
+                    found = shards[(i, shard)] = (
+                        array(POSITION_TYPECODE),
+                        array(POSITION_TYPECODE),
+                    )
                 found[0].append(position)
                 found[1].append(slot)
                 placed = True
@@ -153,7 +171,7 @@ def plan_shard_indices(
             loose.append(position)
     plans = []
     for (i, shard), (positions, slots) in shards.items():
-        by_slot, kept_slots = array("q"), array("q")
+        by_slot, kept_slots = array(POSITION_TYPECODE), array(POSITION_TYPECODE)
         # Stable: of positions sharing a slot, the first comes first and is the one kept.
         for k in sorted(range(len(slots)), key=slots.__getitem__):
             if kept_slots and kept_slots[-1] == slots[k]:

@@ -69,9 +69,9 @@ def replaced_record(archive: ZarrArchive, changes: Mapping[str, FileState | None
     for start in range(0, len(paths), _CHUNK):
         chunk = paths[start : start + _CHUNK]
         done = set(
-            FileHistory.objects.filter(
-                archive=archive, until_generation=until, path__in=chunk
-            ).values_list("path", flat=True)
+            FileHistory.objects.filter(archive=archive, until_generation=until, path__in=chunk)
+            .order_by()  # a set of paths: no "ORDER BY id" for the database to honour
+            .values_list("path", flat=True)
         )
         todo = [p for p in chunk if p not in done]
         before = snapshot.files_state(todo)
