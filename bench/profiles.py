@@ -37,7 +37,9 @@ def spied(argv: Sequence[str], out: Path) -> list[str]:
 def sampling(pid: int, out: Path) -> Iterator[None]:
     """Samples the running process ``pid`` into ``out`` during the ``with`` block."""
     spy = subprocess.Popen(
-        [*_record(out), "--subprocesses", "--pid", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [*_record(out), "--subprocesses", "--pid", str(pid)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     time.sleep(0.5)  # attached before the work starts
     try:

@@ -133,7 +133,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     service = unavailable_service(exc)
     if service is not None:
         set_rollback()
-        return Response(*unavailable_answer(service, exc))
+        body, status_code, headers = unavailable_answer(service, exc)
+        return Response(body, status=status_code, headers=headers)
     response = drf_exception_handler(exc, context)
     if response is not None and not (isinstance(response.data, dict) and "detail" in response.data):
         # Field errors ({"name": ["..."]}): the fields stay, and "detail" names them all.
