@@ -113,17 +113,22 @@ def test_a_batch_completed_while_the_broker_is_down_is_applied_by_the_resume_tas
     assert_tree_matches_storage(zarr_id)
 
 
-def test_a_connection_the_database_cut_is_replaced_before_reuse(transactional_db: None) -> None:
-    assert User.objects.count() == 0
-    backend_pid = connection.connection.info.backend_pid
+def another_connection(*, autocommit: bool = False) -> psycopg.Connection[Any]:
+    """A connection of its own to the test database (another client of PostgreSQL)."""
     database = connection.settings_dict
-    with psycopg.connect(
+    return psycopg.connect(
         host=database["HOST"] or "127.0.0.1",
         port=database["PORT"] or 5432,
         user=database["USER"] or "postgres",
         dbname=database["NAME"],
-        autocommit=True,
-    ) as other:
+        autocommit=autocommit,
+    )
+
+
+def test_a_connection_the_database_cut_is_replaced_before_reuse(transactional_db: None) -> None:
+    assert User.objects.count() == 0
+    backend_pid = connection.connection.info.backend_pid
+    with another_connection(autocommit=True) as other:
         other.execute("SELECT pg_terminate_backend(%s)", (backend_pid,))
     # What Django does when the next request (or Celery task) starts.
     close_old_connections()
@@ -139,13 +144,7 @@ def test_the_database_failing_in_a_middleware_is_503_not_a_500_page(
     user = User.objects.create(username="reader")
     token = Token.objects.create(user=user)
     client.raise_request_exception = False
-    database = connection.settings_dict
-    with psycopg.connect(
-        host=database["HOST"] or "127.0.0.1",
-        port=database["PORT"] or 5432,
-        user=database["USER"] or "postgres",
-        dbname=database["NAME"],
-    ) as other:
+    with another_connection() as other:
         # The token table is locked elsewhere; our look-up gives up after 200 ms.
         other.execute("LOCK TABLE authtoken_token IN ACCESS EXCLUSIVE MODE")
         with connection.cursor() as cursor:
