@@ -63,8 +63,7 @@ def fit_chunks_per_shard(chunks_per_shard: Sequence[int], limit: int) -> tuple[i
 
 def _estimated_size(plan: IndexedShardPlan, listing: LocalListing) -> int:
     """A shard's bytes: its members and its index (16 bytes a slot, 4 of checksum)."""
-    size = listing.size
-    return sum(size(i) for i in plan.positions) + 16 * plan.layout.slots() + 4
+    return listing.total_size(plan.positions) + 16 * plan.layout.slots() + 4
 
 
 class ShardBuilder:
@@ -230,8 +229,8 @@ class ShardBuilder:
                 if data is None:
                     self._report_changed(path, "deleted")
                     continue
-                if listing.is_hashed(i) and (len(data), hashlib.md5(data).digest()) != (
-                    listing.records.read(i)
+                if listing.is_hashed(i) and (
+                    (len(data), hashlib.md5(data).digest()) != listing.record(i)
                 ):
                     self._report_changed(path, "content differs from its hash")
                     continue

@@ -72,17 +72,24 @@ class LocalListing:
     def is_hashed(self, i: int) -> bool:
         return bool(self.hashed[i])
 
+    def record(self, i: int) -> tuple[int, bytes]:
+        """The size and md5 digest of file ``i`` (as listed, or as hashed once it is)."""
+        return self.records.read(i)
+
     def size(self, i: int) -> int:
-        return self.records.read(i)[0]
+        return self.record(i)[0]
+
+    def total_size(self, positions: Iterable[int]) -> int:
+        return self.records.total_size(positions)
 
     def digest(self, i: int) -> bytes:
-        return self.records.read(i)[1]
+        return self.record(i)[1]
 
     def md5(self, i: int) -> str:
-        return self.records.read(i)[1].hex()
+        return self.record(i)[1].hex()
 
     def file(self, i: int) -> LocalFile:
-        size, digest = self.records.read(i)
+        size, digest = self.record(i)
         return LocalFile(self.paths[i], size, digest.hex())
 
     def entries(self) -> Iterator[tuple[str, int, str]]:

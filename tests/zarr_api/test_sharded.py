@@ -9,8 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from dandizarr_server.zarr_api.models import Batch, Shard, ShardMember, ZarrArchive
+from dandizarr_server.zarr_api.selectors.shard_members import member_locations, packed_paths
 from dandizarr_server.zarr_api.services.audit import archive_audit
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import (
@@ -347,11 +350,6 @@ def test_member_look_ups_ask_for_no_order_the_archive_index_would_give(
     every member of the archive through its archive index, in id order, instead of probing
     (archive, path) for each: every pack batch's apply, and every read of packed files, cost
     more as the archive grew (a 2,000,000-file packed upload took 2.2x the time of 1,000,000)."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    from dandizarr_server.zarr_api.selectors.shard_members import member_locations, packed_paths
-
     files = array_files()
     zarr_id = upload_sharded(owner, dandiset, files)
     archive = ZarrArchive.objects.get(zarr_id=zarr_id)
