@@ -105,9 +105,16 @@ class RecordColumn:
         self._records = _SpillFile("dandizarr-records-")
         self._count = 0
 
-    def append(self, size: int) -> None:
-        self._records.append(self._RECORD.pack(size, bytes(16)))
+    def append(self, size: int, digest: bytes = bytes(16)) -> None:
+        self._records.append(self._RECORD.pack(size, digest))
         self._count += 1
+
+    def append_empty(self, count: int) -> None:
+        """``count`` records of size 0 and no digest, to be written by position later."""
+        for first in range(0, count, self._READ_RECORDS):
+            n = min(self._READ_RECORDS, count - first)
+            self._records.append(bytes(self.SIZE * n))
+            self._count += n
 
     def seal(self) -> None:
         self._records.seal()

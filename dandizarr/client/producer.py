@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from dandizarr.checksums.local import md5_files
-from dandizarr.client.models import RemoteFile, ServiceInfo
+from dandizarr.client.models import ServiceInfo
 from dandizarr.client.pack_types import PackBatch
 from dandizarr.client.progress import Progress
+from dandizarr.client.remote_listing import RemoteListing
 from dandizarr.client.results import UploadResult
 from dandizarr.client.upload_types import LocalFile, LocalListing, UploadOptions
 
@@ -72,7 +73,7 @@ class BatchProducer:
         """Queue an item, unless the upload stops first (then False)."""
         return put_unless_stopped(self.out, item, self.stop)
 
-    def run(self, listing: LocalListing, remote: dict[str, RemoteFile], info: ServiceInfo) -> None:
+    def run(self, listing: LocalListing, remote: RemoteListing, info: ServiceInfo) -> None:
         """Hash the files of ``listing`` (its sizes and md5s are set as they are hashed) and
         queue the batches of those to send.
 
@@ -84,7 +85,7 @@ class BatchProducer:
         deferred = bytearray(len(paths))
         if self.packer is not None:
             for i, path in enumerate(paths):
-                if path not in remote and self.packer.is_chunk(path):
+                if not remote.holds(i) and self.packer.is_chunk(path):
                     deferred[i] = 1
         hashed = md5_files(
             self.root, (p for i, p in enumerate(paths) if not deferred[i]), jobs=jobs
@@ -117,8 +118,7 @@ class BatchProducer:
                     continue
                 path, size, md5 = next(hashed)
                 listing.set_hashed(i, size, md5)
-                known = remote.get(path)
-                if known is not None and known.size == size and known.digest == md5:
+                if remote.state(i) == (size, md5):
                     self.result.skipped_files += 1
                     self.result.skipped_bytes += size
                     self.progress.advance(1, size)

@@ -33,11 +33,12 @@ from dandizarr.client.batch_session import BatchSession
 from dandizarr.client.digests import tree_checksum
 from dandizarr.client.errors import ApiError, ClientError
 from dandizarr.client.loose_batches import GrowthLimits, LooseBatchSender, NotTaken
-from dandizarr.client.models import Archive, RemoteFile, ServiceInfo
+from dandizarr.client.models import Archive, ServiceInfo
 from dandizarr.client.pack_batches import PackBatchSender
 from dandizarr.client.pack_types import PackBatch, PreparedShard
 from dandizarr.client.producer import BatchProducer, Produced
 from dandizarr.client.progress import Progress
+from dandizarr.client.remote_listing import RemoteListing
 from dandizarr.client.results import UploadResult
 from dandizarr.client.storage_puts import StoragePuts
 from dandizarr.client.upload_types import LocalListing, UploadOptions
@@ -97,29 +98,29 @@ class Uploader:
         )
         self.progress.message(f"listing zarr archive {self.zarr_id} on {self.client.server}...")
         scan_started = time.perf_counter()
-        remote = {f.path: f for f in self.client.iter_files(self.zarr_id)}
         listing = LocalListing(iter_local_files(self.root))
+        remote: RemoteListing | None = None
         try:
+            remote = RemoteListing(
+                listing.paths, len(listing), self.client.iter_files(self.zarr_id)
+            )
             self.result.local_files = len(listing)
             self.result.local_bytes = listing.total_bytes
-            paths = listing.paths
-            local_paths = set(paths) if remote else set()
-            remote_only = [path for path in remote if path not in local_paths]
-            del local_paths
+            remote_only = len(remote.only_paths)
             if remote_only and self.options.sync:
-                self.progress.message(f"deleting {len(remote_only):,} files absent locally...")
-                self.client.delete_files(self.zarr_id, remote_only)
-                self.result.deleted_files = len(remote_only)
+                self.progress.message(f"deleting {remote_only:,} files absent locally...")
+                self.client.delete_files(self.zarr_id, list(remote.only_paths))
+                self.result.deleted_files = remote_only
             else:
-                self.result.remote_only_files = len(remote_only)
+                self.result.remote_only_files = remote_only
                 if remote_only:
                     self.progress.message(
-                        f"{len(remote_only):,} files on the server are absent locally and are kept "
+                        f"{remote_only:,} files on the server are absent locally and are kept "
                         "(--sync deletes them)"
                     )
             if self.packer is not None:
                 self.packer.after_build = self.after_build
-                self.packer.plan_layouts(paths, info)
+                self.packer.plan_layouts(listing.paths, info)
             self.result.add_time("scan", scan_started)
             self.progress.start(self.result.local_files, self.result.local_bytes)
             try:
@@ -129,11 +130,12 @@ class Uploader:
                 if self.packer is not None:
                     self.packer.cleanup()
             verify_started = time.perf_counter()
-            kept = [] if self.options.sync else [remote[path] for path in remote_only]
-            self._verify(listing, kept)
+            self._verify(listing, None if self.options.sync else remote)
             self.result.add_time("verify", verify_started)
         finally:
             listing.close()  # its temporary files
+            if remote is not None:
+                remote.close()
         self.result.retries = self.client.retries.count
         self.result.elapsed_seconds = time.perf_counter() - started
         return self.result
@@ -179,15 +181,15 @@ class Uploader:
             )
         return archive
 
-    def _verify(self, hashed: LocalListing, kept: list[RemoteFile]) -> None:
-        """``hashed``: every local file as hashed; ``kept``: remote files absent locally."""
+    def _verify(self, hashed: LocalListing, remote: RemoteListing | None) -> None:
+        """``hashed``: every local file as hashed; ``remote``: what the server held before,
+        whose files absent locally are kept (None: they were deleted)."""
         # Both in path order, so the checksums stream: no tuple per file held.
         self.result.local_checksum = tree_checksum(hashed.entries())
+        kept = remote is not None and len(remote.only_paths) > 0
         self.result.expected_checksum = (
-            tree_checksum(
-                heapq.merge(hashed.entries(), sorted((f.path, f.size, f.digest) for f in kept))
-            )
-            if kept
+            tree_checksum(heapq.merge(hashed.entries(), remote.only_entries()))
+            if remote is not None and kept
             else self.result.local_checksum
         )
         archive = self.client.wait_for_checksum(
@@ -197,9 +199,7 @@ class Uploader:
         if archive.checksum is None and archive.file_count == 0 and not len(hashed) and not kept:
             self.result.server_checksum = self.result.expected_checksum
 
-    def _pipeline(
-        self, listing: LocalListing, remote: dict[str, RemoteFile], info: ServiceInfo
-    ) -> None:
+    def _pipeline(self, listing: LocalListing, remote: RemoteListing, info: ServiceInfo) -> None:
         """Hash (into ``listing``) and send every batch."""
         assert self.batches is not None
         produced: queue.Queue[Produced] = queue.Queue(maxsize=4)

@@ -269,3 +269,23 @@ def test_many_files_in_more_batches(service: Service, tmp_path: Path) -> None:
     assert status == 0 and result["ok"]
     assert result["uploaded_files"] == 150 and result["batches"] == 11  # 14 per batch
     assert result["server_checksum"] == local_checksum(root)
+
+
+def test_a_second_upload_matches_the_servers_files_in_path_order(
+    service: Service, tmp_path: Path
+) -> None:
+    """Names whose path order differs from a per-directory order ("a-b" < "a/x" < "a0"): the
+    second upload matches each file to the server's (a wrong match would send it again)."""
+    root = tmp_path / "order.zarr"
+    for path in ("a!", "a-b", "a/x", "a/b-c/d", "a/b/c", "a0", "a.b/c", "é", "Z"):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(path.encode())
+    status, first = service.cli_json("upload", str(root), "--dandiset", service.dandiset)
+    assert status == 0 and first["uploaded_files"] == 9
+    (root / "a-b").unlink()
+    (root / "a/b-c/e").write_bytes(b"new")
+    status, second = service.cli_json("upload", str(root), "--zarr-id", first["zarr_id"])
+    assert status == 0 and second["ok"]
+    assert (second["uploaded_files"], second["skipped_files"]) == (1, 8)
+    assert (second["remote_only_files"], second["deleted_files"]) == (1, 0)
+    assert second["server_checksum"] == second["expected_checksum"]
