@@ -301,6 +301,18 @@ def cpu_load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
+def page_cache_dropped() -> bool:
+    """Write back and drop the kernel's page, dentry and inode caches (root only), so the next
+    run reads its source from disk; False when this process may not."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as caches:
+            caches.write("3\n")
+    except OSError:
+        return False
+    return True
+
+
 @contextmanager
 def local_service(data_dir: Path, **env: str) -> Iterator[tuple[str, str, int]]:
     """``dandizarr serve`` as ``make serve`` runs it (SQLite, local storage under ``data_dir``,
