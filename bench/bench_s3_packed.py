@@ -51,6 +51,7 @@ from bench.s3_env import (
     run_timed,
     s3_env,
     seaweedfs,
+    service_cpu_seconds,
     service_on,
 )
 
@@ -200,7 +201,13 @@ def upload(service: Service, src: Path, dandiset: str, name: str, *pack: str) ->
     summary = json.loads(timed.output[: timed.output.rindex("}") + 1])
     if not summary["ok"]:
         raise RuntimeError(f"upload of {name} did not verify: {summary}")
-    return {**summary, "wall": timed.seconds, "client_mb": timed.peak_rss_mb}
+    return {
+        **summary,
+        "wall": timed.seconds,
+        "client_mb": timed.peak_rss_mb,
+        "client_user": timed.user_seconds,
+        "client_system": timed.system_seconds,
+    }
 
 
 def browse_ms(service: Service, zarr_id: str, path: str) -> float:
@@ -362,7 +369,9 @@ def part_d(tmp: Path) -> None:
             # fit in this machine's page cache and 1M do, so a warm 1M run against a 10M run
             # from disk measures the cache, not the upload. Both start cold.
             cold = page_cache_dropped()
+            service_cpu = service_cpu_seconds(service.url)
             done = upload(service, src, dandiset["identifier"], f"d{count}", "--pack")
+            done["service_cpu"] = service_cpu_seconds(service.url) - service_cpu
             counts = objects(service, done["zarr_id"])
             _, chunk = array_paths(src)
             file_ms = browse_ms(service, done["zarr_id"], chunk)
@@ -375,7 +384,9 @@ def part_d(tmp: Path) -> None:
             f"{count / done['wall']:,.0f} files/s; service peak {service_mb:.0f} MB, client "
             f"peak {done['client_mb']:.0f} MB; {counts['zarr']} loose + {counts['zarr_shards']} "
             f"shard objects; checksum {done['server_checksum']} verified; browse {chunk} "
-            f"{file_ms:.1f} ms; client phases {_phases(done)}"
+            f"{file_ms:.1f} ms; client phases {_phases(done)}; CPU seconds: client "
+            f"{done['client_user']:.1f} user + {done['client_system']:.1f} system (kernel), "
+            f"service {done['service_cpu']:.1f}"
         )
     (small, a, a_mb), (large, b, b_mb) = runs
     factor = large / small
@@ -385,7 +396,10 @@ def part_d(tmp: Path) -> None:
         f"   {factor:g}x the files: {time_ratio:.2f}x the time "
         f"{'(at most linear: ok)' if time_ratio <= factor else '(MISSED: worse than linear)'}, "
         f"service {b_mb / a_mb:.2f}x and client {b['client_mb'] / a['client_mb']:.2f}x the peak "
-        f"RSS {'(at most 2x: ok)' if rss_ratio <= 2 else '(MISSED: over 2x)'}"
+        f"RSS {'(at most 2x: ok)' if rss_ratio <= 2 else '(MISSED: over 2x)'}; CPU seconds: "
+        f"client user {b['client_user'] / a['client_user']:.2f}x, client system "
+        f"{b['client_system'] / a['client_system']:.2f}x, service "
+        f"{b['service_cpu'] / a['service_cpu']:.2f}x"
     )
 
 

@@ -110,6 +110,11 @@ def _pids_of(url: str) -> list[int]:
     return list(dict.fromkeys(int(part.split(",", 1)[0]) for part in out.split("pid=")[1:]))
 
 
+def service_cpu_seconds(url: str) -> float:
+    """CPU seconds the service listening on ``url`` (every process of it) has used so far."""
+    return cpu_seconds(_pids_of(url))
+
+
 def cpu_seconds(pids: Sequence[int]) -> float:
     """User and system CPU seconds the live processes ``pids`` have used so far."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -210,6 +215,9 @@ class Timed:
     seconds: float
     peak_rss_mb: float
     output: str
+    # CPU seconds of the command and what it waited for, in user space and in the kernel.
+    user_seconds: float = 0.0
+    system_seconds: float = 0.0
 
 
 def run_timed(argv: Sequence[str], env: dict[str, str] | None = None) -> Timed:
@@ -221,10 +229,12 @@ def run_timed(argv: Sequence[str], env: dict[str, str] | None = None) -> Timed:
     )
     prefix = [time_binary, "-f", "PEAK_RSS_KB=%M"] if time_binary else []
     started = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     completed = subprocess.run(
         [*prefix, *argv], env=full_env, capture_output=True, text=True, check=False
     )
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if completed.returncode != 0:
         raise RuntimeError(
             f"{argv[0]} exited with {completed.returncode}:\n{completed.stdout[-2000:]}\n"
@@ -234,7 +244,13 @@ def run_timed(argv: Sequence[str], env: dict[str, str] | None = None) -> Timed:
     for line in completed.stderr.splitlines():
         if line.startswith("PEAK_RSS_KB="):
             peak = int(line.split("=", 1)[1]) / 1024
-    return Timed(elapsed, peak, completed.stdout + completed.stderr)
+    return Timed(
+        elapsed,
+        peak,
+        completed.stdout + completed.stderr,
+        after.ru_utime - before.ru_utime,
+        after.ru_stime - before.ru_stime,
+    )
 
 
 def dandizarr_command(*args: str) -> list[str]:
