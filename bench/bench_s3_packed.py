@@ -51,7 +51,7 @@ from bench.s3_env import (
     run_timed,
     s3_env,
     seaweedfs,
-    service_cpu_seconds,
+    server_share,
     service_on,
 )
 
@@ -80,6 +80,10 @@ class Service:
     env: dict[str, str]  # the settings it runs with (for manage.py audit_zarr)
     bucket: str | None = None
     s3: Any = None  # a boto3 client of the bucket, or None for local storage
+
+    @property
+    def access_log(self) -> Path:
+        return self.data_dir / "access.log"
 
     def api(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         response = requests.request(
@@ -369,9 +373,9 @@ def part_d(tmp: Path) -> None:
             # fit in this machine's page cache and 1M do, so a warm 1M run against a 10M run
             # from disk measures the cache, not the upload. Both start cold.
             cold = page_cache_dropped()
-            service_cpu = service_cpu_seconds(service.url)
-            done = upload(service, src, dandiset["identifier"], f"d{count}", "--pack")
-            done["service_cpu"] = service_cpu_seconds(service.url) - service_cpu
+            with server_share(service) as share:
+                done = upload(service, src, dandiset["identifier"], f"d{count}", "--pack")
+            done["service_cpu"] = share[0].cpu_seconds
             counts = objects(service, done["zarr_id"])
             _, chunk = array_paths(src)
             file_ms = browse_ms(service, done["zarr_id"], chunk)

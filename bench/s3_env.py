@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import requests
 
@@ -110,11 +111,6 @@ def _pids_of(url: str) -> list[int]:
     return list(dict.fromkeys(int(part.split(",", 1)[0]) for part in out.split("pid=")[1:]))
 
 
-def service_cpu_seconds(url: str) -> float:
-    """CPU seconds the service listening on ``url`` (every process of it) has used so far."""
-    return cpu_seconds(_pids_of(url))
-
-
 def cpu_seconds(pids: Sequence[int]) -> float:
     """User and system CPU seconds the live processes ``pids`` have used so far."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -138,8 +134,18 @@ class ServerShare:
     request_seconds: float
 
 
+class MeasuredService(Protocol):
+    """What ``server_share`` needs of a running service."""
+
+    url: str
+    pid: int
+
+    @property
+    def access_log(self) -> Path: ...
+
+
 @contextmanager
-def server_share(service: S3Service) -> Iterator[list[ServerShare]]:
+def server_share(service: MeasuredService) -> Iterator[list[ServerShare]]:
     """Measures the service during the ``with`` block; the list holds the figure afterwards."""
     pids = _pids_of(service.url) or [service.pid]
     log = service.access_log

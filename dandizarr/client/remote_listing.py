@@ -28,11 +28,11 @@ class RemoteListing:
 
     def __init__(self, local_paths: Iterable[str], count: int, remote: Iterable[RemoteFile]):
         self._count = count
-        # 1 where the server holds the local file's path; made at the first match (a new
-        # archive holds nothing: no byte per file at all).
+        # Made at the first match, so a new archive costs nothing per file: a byte per local
+        # file (1 where the server holds its path) and the server's size and md5 by position.
         self._held = bytearray()
+        self._records: RecordColumn | None = None
         self.held_count = 0
-        self._records: RecordColumn | None = None  # made at the first match
         self.only_paths = PathColumn()
         self._only_records = RecordColumn()
         try:
@@ -58,10 +58,7 @@ class RemoteListing:
             while current is not None and current < path:
                 position, current = position + 1, next(local, None)
             if current == path:
-                if not self._held:
-                    self._held = bytearray(self._count)
                 matched.append((position, file.size, bytes.fromhex(file.digest)))
-                self._held[position] = 1
                 if len(matched) >= _WRITE_EVERY:
                     self._write_held(matched)
                     matched = []
@@ -74,9 +71,12 @@ class RemoteListing:
         if not matched:
             return
         if self._records is None:
+            self._held = bytearray(self._count)
             self._records = RecordColumn()
             self._records.append_empty(self._count)
             self._records.seal()
+        for position, _, _ in matched:
+            self._held[position] = 1
         self._records.write_many(matched)
         self.held_count += len(matched)
 
@@ -86,11 +86,11 @@ class RemoteListing:
 
     def holds(self, i: int) -> bool:
         """Whether the server holds a file at local file ``i``'s path."""
-        return bool(self._held) and bool(self._held[i])
+        return self._records is not None and bool(self._held[i])
 
     def state(self, i: int) -> tuple[int, str] | None:
         """The server's size and md5 of local file ``i``, or None if it holds no such path."""
-        if not self.holds(i) or self._records is None:
+        if self._records is None or not self._held[i]:
             return None
         size, digest = self._records.read(i)
         return size, digest.hex()

@@ -130,7 +130,8 @@ class Uploader:
                 if self.packer is not None:
                     self.packer.cleanup()
             verify_started = time.perf_counter()
-            self._verify(listing, None if self.options.sync else remote)
+            kept = None if self.options.sync or not remote_only else remote
+            self._verify(listing, kept)
             self.result.add_time("verify", verify_started)
         finally:
             listing.close()  # its temporary files
@@ -181,22 +182,26 @@ class Uploader:
             )
         return archive
 
-    def _verify(self, hashed: LocalListing, remote: RemoteListing | None) -> None:
-        """``hashed``: every local file as hashed; ``remote``: what the server held before,
-        whose files absent locally are kept (None: they were deleted)."""
+    def _verify(self, hashed: LocalListing, kept: RemoteListing | None) -> None:
+        """``hashed``: every local file as hashed; ``kept``: what the server held before, whose
+        files absent locally stay (None: there are none, or they were deleted)."""
         # Both in path order, so the checksums stream: no tuple per file held.
         self.result.local_checksum = tree_checksum(hashed.entries())
-        kept = remote is not None and len(remote.only_paths) > 0
         self.result.expected_checksum = (
-            tree_checksum(heapq.merge(hashed.entries(), remote.only_entries()))
-            if remote is not None and kept
+            tree_checksum(heapq.merge(hashed.entries(), kept.only_entries()))
+            if kept is not None
             else self.result.local_checksum
         )
         archive = self.client.wait_for_checksum(
             self.zarr_id, timeout=self.options.checksum_timeout, progress=self.progress
         )
         self.result.server_checksum = archive.checksum
-        if archive.checksum is None and archive.file_count == 0 and not len(hashed) and not kept:
+        if (
+            archive.checksum is None
+            and archive.file_count == 0
+            and not len(hashed)
+            and kept is None
+        ):
             self.result.server_checksum = self.result.expected_checksum
 
     def _pipeline(self, listing: LocalListing, remote: RemoteListing, info: ServiceInfo) -> None:
