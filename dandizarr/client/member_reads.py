@@ -5,6 +5,12 @@ the disk, one open and read after another. With the page cache cold, a million 6
 read one at a time took ~150 us each; eight threads at once brought that to ~40 us. The files
 are read in runs of consecutive members (a task per run, not per file: a future costs more
 than reading a cached small file), a few runs ahead of the shard being written.
+
+Each file is read with ``os.open`` and ``os.read`` into a buffer of the size the listing gave
+(one more byte, to see the end at once): ``open(path, "rb").read()`` adds a buffered reader
+object, an ``isatty`` ioctl, two ``fstat``s and an ``lseek`` per file, and reading a cold
+million 64-byte files that way took 65 s (17 s user, 82 s system over 8 threads) against 40 s
+(9 s, 48 s) for the bare calls.
 """
 
 from __future__ import annotations
@@ -21,13 +27,28 @@ RUN_FILES = 64
 RUNS_AHEAD = 8
 
 
-def _read_run(root: str, paths: Sequence[str]) -> list[bytes | None]:
+def read_file(path: str, size_hint: int) -> bytes:
+    """The whole of a regular file, expected to hold ``size_hint`` bytes (it may hold more or
+    fewer: it is read to its end)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, size_hint + 1)
+        if not data:
+            return data
+        parts = [data]
+        while part := os.read(fd, max(size_hint, 1 << 16)):
+            parts.append(part)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def _read_run(root: str, paths: Sequence[str], sizes: Sequence[int]) -> list[bytes | None]:
     """Each file's bytes, None for one that is gone (reported by the caller)."""
     out: list[bytes | None] = []
-    for path in paths:
+    for path, size in zip(paths, sizes, strict=True):
         try:
-            with open(os.path.join(root, path), "rb") as file:
-                out.append(file.read())
+            out.append(read_file(os.path.join(root, path), size))
         except FileNotFoundError:
             out.append(None)
     return out
@@ -40,17 +61,19 @@ class MemberReader:
         self.root = root
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dandizarr-read")
 
-    def read(self, paths: Sequence[str]) -> Iterator[bytes | None]:
+    def read(self, paths: Sequence[str], sizes: Sequence[int]) -> Iterator[bytes | None]:
         """The bytes of each of ``paths`` in order (None: the file is gone), read ahead by at
-        most ``RUN_FILES * RUNS_AHEAD`` files. Errors other than a missing file are raised."""
+        most ``RUN_FILES * RUNS_AHEAD`` files; ``sizes``: each file's size as listed. Errors
+        other than a missing file are raised."""
         pending: deque[Future[list[bytes | None]]] = deque()
         starts = iter(range(0, len(paths), RUN_FILES))
 
         def submit() -> None:
             start = next(starts, None)
             if start is not None:
-                run = paths[start : start + RUN_FILES]
-                pending.append(self._pool.submit(_read_run, self.root, run))
+                end = start + RUN_FILES
+                run = paths[start:end]
+                pending.append(self._pool.submit(_read_run, self.root, run, sizes[start:end]))
 
         for _ in range(RUNS_AHEAD):
             submit()

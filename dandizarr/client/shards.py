@@ -224,7 +224,7 @@ class ShardBuilder:
         packed = array("q")  # the positions of the members, in the shard's order
 
         def members() -> Iterator[tuple[str, int | None, bytes]]:
-            read = self._reader.read(paths)
+            read = self._reader.read(paths, [listing.size(i) for i in plan.positions])
             for i, path, slot, data in zip(plan.positions, paths, plan.slots, read, strict=True):
                 if data is None:
                     self._report_changed(path, "deleted")

@@ -1,0 +1,46 @@
+"""Reading the member files of shards: whole files, whatever size the listing gave."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dandizarr.client.member_reads import RUN_FILES, MemberReader, read_file
+
+
+@pytest.mark.parametrize("size", [0, 1, 64, 65_536, 300_000])
+@pytest.mark.parametrize("hint_delta", [0, -1, 1, -64])
+def test_read_file_returns_the_whole_file_whatever_the_listed_size(
+    tmp_path: Path, size: int, hint_delta: int
+) -> None:
+    # The listed size is stale when the file changed after the scan: grew or shrank.
+    data = bytes(i % 251 for i in range(size))
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    assert read_file(str(path), max(0, size + hint_delta)) == data
+
+
+def test_member_reader_reads_in_order_and_marks_missing_files(tmp_path: Path) -> None:
+    count = RUN_FILES * 3 + 5  # several runs, the last one short
+    paths = [f"d/{i}" for i in range(count)]
+    (tmp_path / "d").mkdir()
+    for i, path in enumerate(paths):
+        if i != 70:
+            (tmp_path / path).write_bytes(str(i).encode() * (i % 5))
+    reader = MemberReader(str(tmp_path), threads=3)
+    try:
+        got = list(reader.read(paths, [len(str(i)) * (i % 5) for i in range(count)]))
+    finally:
+        reader.close()
+    assert got == [None if i == 70 else str(i).encode() * (i % 5) for i in range(count)]
+
+
+def test_member_reader_raises_other_errors(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()  # reading a directory is not "gone"
+    reader = MemberReader(str(tmp_path))
+    try:
+        with pytest.raises(IsADirectoryError):
+            list(reader.read(["dir"], [0]))
+    finally:
+        reader.close()
