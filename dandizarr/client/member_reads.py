@@ -16,6 +16,7 @@ million 64-byte files that way took 65 s (17 s user, 82 s system over 8 threads)
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,10 +28,10 @@ RUN_FILES = 64
 RUNS_AHEAD = 8
 
 
-def read_file(path: str, size_hint: int) -> bytes:
+def read_file(path: str, size_hint: int, *, dir_fd: int | None = None) -> bytes:
     """The whole of a regular file, expected to hold ``size_hint`` bytes (it may hold more or
-    fewer: it is read to its end)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fewer: it is read to its end); a relative ``path`` is looked up from ``dir_fd``."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         data = os.read(fd, size_hint + 1)
         if not data:
@@ -43,12 +44,12 @@ def read_file(path: str, size_hint: int) -> bytes:
         os.close(fd)
 
 
-def _read_run(root: str, paths: Sequence[str], sizes: Sequence[int]) -> list[bytes | None]:
+def _read_run(root_fd: int, paths: Sequence[str], sizes: Sequence[int]) -> list[bytes | None]:
     """Each file's bytes, None for one that is gone (reported by the caller)."""
     out: list[bytes | None] = []
     for path, size in zip(paths, sizes, strict=True):
         try:
-            out.append(read_file(os.path.join(root, path), size))
+            out.append(read_file(path, size, dir_fd=root_fd))
         except FileNotFoundError:
             out.append(None)
     return out
@@ -59,12 +60,18 @@ class MemberReader:
 
     def __init__(self, root: str, threads: int = READ_THREADS) -> None:
         self.root = root
+        # Paths are looked up from the root's descriptor, not from "/" (the kernel walks
+        # fewer components per file); opened at the first read (shards are built by several
+        # threads).
+        self._root_fd = -1
+        self._root_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dandizarr-read")
 
     def read(self, paths: Sequence[str], sizes: Sequence[int]) -> Iterator[bytes | None]:
         """The bytes of each of ``paths`` in order (None: the file is gone), read ahead by at
         most ``RUN_FILES * RUNS_AHEAD`` files; ``sizes``: each file's size as listed. Errors
         other than a missing file are raised."""
+        root_fd = self._root_descriptor()
         pending: deque[Future[list[bytes | None]]] = deque()
         starts = iter(range(0, len(paths), RUN_FILES))
 
@@ -73,7 +80,7 @@ class MemberReader:
             if start is not None:
                 end = start + RUN_FILES
                 run = paths[start:end]
-                pending.append(self._pool.submit(_read_run, self.root, run, sizes[start:end]))
+                pending.append(self._pool.submit(_read_run, root_fd, run, sizes[start:end]))
 
         for _ in range(RUNS_AHEAD):
             submit()
@@ -86,5 +93,15 @@ class MemberReader:
             for future in pending:  # abandoned early (an error, or the upload stopped)
                 future.cancel()
 
+    def _root_descriptor(self) -> int:
+        with self._root_lock:
+            if self._root_fd < 0:
+                self._root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            return self._root_fd
+
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._root_lock:
+            if self._root_fd >= 0:
+                os.close(self._root_fd)
+                self._root_fd = -1

@@ -55,6 +55,26 @@ def test_directory_symlink_loop(tmp_path: Path) -> None:
         list(iter_local_files(tmp_path))
 
 
+def test_a_file_gone_during_the_walk_is_named_by_its_whole_path(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"a/b/one": b"1", "a/b/two": b"2"})
+    walk = iter_local_files(tmp_path)
+    assert next(walk) == ("a/b/one", 1)
+    (tmp_path / "a" / "b" / "two").unlink()  # listed with its directory, gone before its stat
+    with pytest.raises(FileNotFoundError) as raised:
+        next(walk)
+    assert raised.value.filename == os.path.join(tmp_path, "a", "b", "two")
+
+
+def test_the_walk_closes_the_directories_it_opens(tmp_path: Path) -> None:
+    make_tree(tmp_path, {f"d{i}/e/f": b"x" for i in range(20)})
+    before = len(os.listdir("/proc/self/fd"))
+    assert len(list(iter_local_files(tmp_path))) == 20
+    walk = iter_local_files(tmp_path)
+    next(walk)
+    walk.close()  # a consumer that stops early
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
 def test_not_a_directory(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"")
     with pytest.raises(NotADirectoryError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,14 @@ def test_member_reader_raises_other_errors(tmp_path: Path) -> None:
             list(reader.read(["dir"], [0]))
     finally:
         reader.close()
+
+
+def test_member_reader_opens_its_root_at_the_first_read_and_closes_it(tmp_path: Path) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    reader = MemberReader(str(tmp_path / "not yet"))  # an upload checks its root later
+    (tmp_path / "not yet").mkdir()
+    (tmp_path / "not yet" / "f").write_bytes(b"abc")
+    assert list(reader.read(["f"], [3])) == [b"abc"]
+    reader.close()
+    reader.close()
+    assert len(os.listdir("/proc/self/fd")) == before
