@@ -21,6 +21,8 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from dandizarr.checksums.local import open_directory
+
 # Threads reading files for all the shards being built.
 READ_THREADS = 8
 # Members per read task, and tasks queued ahead per shard being built.
@@ -96,7 +98,7 @@ class MemberReader:
     def _root_descriptor(self) -> int:
         with self._root_lock:
             if self._root_fd < 0:
-                self._root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                self._root_fd = open_directory(self.root)
             return self._root_fd
 
     def close(self) -> None:
