@@ -29,7 +29,9 @@ def wait_for(url: str, process: subprocess.Popen[bytes], what: str, timeout: flo
         try:
             requests.get(url, timeout=2)
             return
-        except requests.ConnectionError:
+        # Not up yet, or up and still busy with its first request (a loaded machine answers
+        # a new process's first request late): ask again until the deadline.
+        except (requests.ConnectionError, requests.Timeout):
             time.sleep(0.1)
     raise RuntimeError(f"{what} did not answer at {url} within {timeout:.0f} s")
 
