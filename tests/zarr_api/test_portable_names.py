@@ -6,11 +6,14 @@ upload/ and the DANDI client's files/ go through the rule (dandizarr.checksums.p
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from dandizarr.checksums.paths import folded_clashes, portable_path_problem
 from dandizarr_server.zarr_api.models import Batch
 from tests.support.api import Actor, md5, upload
+from tests.support.celery_worker import needs_redis, tasks_to_worker
 
 NFC, NFD = "caf\u00e9", "cafe\u0301"
 
@@ -69,3 +72,24 @@ def test_refused_against_what_the_archive_holds(owner: Actor, zarr_id: str) -> N
         assert f"differs from {other!r} in the archive" in problem
     # The same names, exactly, are fine: an overwrite.
     assert upload(owner.client, zarr_id, {"Data/x.bin": b"3"}).status_code == 200
+
+
+@needs_redis
+def test_refused_against_what_pending_batches_add(owner: Actor, zarr_id: str, settings: Any) -> None:
+    """A batch completed and not yet applied (no worker runs) counts as held: its files and the
+    directories they make clash with names that differ by case, in the directory they are in."""
+    with tasks_to_worker(settings):
+        assert upload(owner.client, zarr_id, {"Data/Sub/x.bin": b"1", "top.bin": b"2"}).status_code == 200
+        assert Batch.objects.get(archive__zarr_id=zarr_id).state == Batch.State.PENDING
+        for path, other in [
+            ("TOP.bin", "top.bin"),  # a pending file, at the root
+            ("Data/sub/y.bin", "Data/Sub"),  # a directory a pending file makes
+            ("data/z.bin", "Data"),  # and the one above it
+        ]:
+            response = _start(owner, zarr_id, [path])
+            assert response.status_code == 400, path  # type: ignore[attr-defined]
+            problem = response.json()["paths"][0]["problem"]  # type: ignore[attr-defined]
+            assert f"differs from {other!r} in the archive" in problem, problem
+        # Exactly the same names are fine.
+        response = _start(owner, zarr_id, ["Data/Sub/w.bin", "top.bin"])
+        assert response.status_code == 200, response.content  # type: ignore[attr-defined]

@@ -56,12 +56,18 @@ class ArchiveSnapshot:
         self._listings: dict[str, DirectoryListing | None] = {}
         self._folded: dict[str, dict[str, str]] = {}
         self._pending_dirs: set[str] = set()
+        # The names pending files add to each directory (theirs, and the directories they
+        # make), grouped once: a start checks many directories against them.
+        self._pending_names: dict[str, list[str]] = {}
         for path, state in self.pending.items():
-            if state is not None:
-                parent = posixpath.dirname(path)
-                while parent and parent not in self._pending_dirs:
-                    self._pending_dirs.add(parent)
-                    parent = posixpath.dirname(parent)
+            if state is None:
+                continue
+            parent, name = posixpath.split(path)
+            self._pending_names.setdefault(parent, []).append(name)
+            while parent and parent not in self._pending_dirs:
+                self._pending_dirs.add(parent)
+                parent, name = posixpath.split(parent)
+                self._pending_names.setdefault(parent, []).append(name)
 
     def load(self, directories: Iterable[str]) -> None:
         missing = sorted({d for d in directories if d not in self._listings})
@@ -91,11 +97,7 @@ class ArchiveSnapshot:
         if directory not in self._folded:
             listing = self._listing(directory)
             names = [*listing.files, *listing.directories] if listing is not None else []
-            names += [
-                posixpath.basename(path)
-                for path, state in self.pending.items()
-                if state is not None and posixpath.dirname(path) == directory
-            ]
+            names += self._pending_names.get(directory, [])
             self._folded[directory] = {folded(name): name for name in names}
         return self._folded[directory]
 
