@@ -75,11 +75,16 @@ def test_refused_against_what_the_archive_holds(owner: Actor, zarr_id: str) -> N
 
 
 @needs_redis
-def test_refused_against_what_pending_batches_add(owner: Actor, zarr_id: str, settings: Any) -> None:
+def test_refused_against_what_pending_batches_add(
+    owner: Actor, zarr_id: str, settings: Any
+) -> None:
     """A batch completed and not yet applied (no worker runs) counts as held: its files and the
     directories they make clash with names that differ by case, in the directory they are in."""
     with tasks_to_worker(settings):
-        assert upload(owner.client, zarr_id, {"Data/Sub/x.bin": b"1", "top.bin": b"2"}).status_code == 200
+        assert (
+            upload(owner.client, zarr_id, {"Data/Sub/x.bin": b"1", "top.bin": b"2"}).status_code
+            == 200
+        )
         assert Batch.objects.get(archive__zarr_id=zarr_id).state == Batch.State.PENDING
         for path, other in [
             ("TOP.bin", "top.bin"),  # a pending file, at the root
