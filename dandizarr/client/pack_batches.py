@@ -1,12 +1,13 @@
-"""Sending one pack batch (main thread, docs/sharded.md): start it, PUT its shards through the
-pool, complete it, then wait for the server's worker to check every member's md5 and apply
-it. Expired URLs are renewed by starting the batch again."""
+"""Sending pack batches (main thread, docs/sharded.md): start one, PUT its shards through the
+pool, complete it; the server's worker then checks every member's md5 and applies it while the
+next batch is started and PUT. Expired URLs are renewed by starting the batch again."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from dandizarr.client.batch_session import BatchSession
@@ -18,7 +19,22 @@ from dandizarr.client.storage_puts import Body, PutOutcome, PutStatus, StoragePu
 from dandizarr.client.upload_types import MAX_BATCH_RESTARTS
 
 
+@dataclass(frozen=True)
+class _Completed:
+    """A pack batch completed and not yet seen applied: what it counts for once it is."""
+
+    batch_id: int
+    shards: int
+    files: int
+    nbytes: int
+
+
 class PackBatchSender:
+    """Keeps at most one of our pack batches completed and unapplied: the next one is started
+    and PUT meanwhile (the server's check and apply of 100,000 members took as long as the
+    start, and the upload waited for both), and completed once that one is applied. ``finish``
+    waits for the last."""
+
     def __init__(
         self,
         session: BatchSession,
@@ -33,9 +49,11 @@ class PackBatchSender:
         self.result = result
         self.progress = progress
         self.apply_timeout = apply_timeout
+        self._completed: _Completed | None = None
 
     def send(self, batch: PackBatch, pool: ThreadPoolExecutor) -> None:
-        """Send one pack batch and wait until the server applied it."""
+        """Start one pack batch and PUT its shards, wait until the server applied the one sent
+        before (ClientError if it refused it), then complete this one."""
         shards = batch.shards
         restarts = 0
         while True:
@@ -69,30 +87,45 @@ class PackBatchSender:
                     "starting the pack batch again with fresh ones"
                 )
                 continue
+            # Our batch stays open meanwhile: a failure of the one before cancels it on the way
+            # out, as any failure does.
+            self.finish()
             started = time.perf_counter()
             batch_id = self._complete(shards, urls, batch_id)
             self.result.add_time("complete", started)
-            started = time.perf_counter()
-            client, zarr_id = self.session.client, self.session.zarr_id
-            state = client.wait_for_batch(
-                zarr_id, batch_id, timeout=self.apply_timeout, progress=self.progress
+            self._completed = _Completed(
+                batch_id,
+                len(shards),
+                sum(len(s.members) for s in shards),
+                sum(s.member_bytes for s in shards),
             )
-            self.result.add_time("apply", started)
-            if state.get("state") != "applied":
-                error = state.get("error") or f"the batch is {state.get('state')}"
-                raise ClientError(
-                    f"the server refused pack batch {batch_id} of zarr archive {zarr_id}: {error}"
-                )
-            files = sum(len(s.members) for s in shards)
-            nbytes = sum(s.member_bytes for s in shards)
-            self.result.batches += 1
-            self.result.pack_batches += 1
-            self.result.shards += len(shards)
-            self.result.uploaded_files += files
-            self.result.uploaded_bytes += nbytes
-            self.result.packed_files += files
-            self.result.packed_bytes += nbytes
             return
+
+    def finish(self) -> None:
+        """Wait until the server applied our last completed pack batch; ClientError naming the
+        batch and the server's reason when it refused it (a member not matching its md5)."""
+        completed, self._completed = self._completed, None
+        if completed is None:
+            return
+        started = time.perf_counter()
+        client, zarr_id = self.session.client, self.session.zarr_id
+        state = client.wait_for_batch(
+            zarr_id, completed.batch_id, timeout=self.apply_timeout, progress=self.progress
+        )
+        self.result.add_time("apply", started)
+        if state.get("state") != "applied":
+            error = state.get("error") or f"the batch is {state.get('state')}"
+            raise ClientError(
+                f"the server refused pack batch {completed.batch_id} of zarr archive {zarr_id}: "
+                f"{error}"
+            )
+        self.result.batches += 1
+        self.result.pack_batches += 1
+        self.result.shards += completed.shards
+        self.result.uploaded_files += completed.files
+        self.result.uploaded_bytes += completed.nbytes
+        self.result.packed_files += completed.files
+        self.result.packed_bytes += completed.nbytes
 
     def _start(self, shards: Sequence[PreparedShard]) -> tuple[int, list[str]]:
         body = [(s.name, s.declaration()) for s in shards]

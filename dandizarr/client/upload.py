@@ -248,6 +248,7 @@ class Uploader:
                 else:
                     loose.send(item)
                     item = produced.get()
+            packed.finish()
         except BaseException:
             puts.aborted.set()
             pool.shutdown(wait=True, cancel_futures=True)

@@ -22,21 +22,11 @@ from dandizarr.client.pack_batches import PackBatchSender
 from dandizarr.client.shards import PreparedShard
 from dandizarr.client.store import ArchiveStore
 from tests.support.live_client import Service
-from tests.support.sharded_client import MakeUploader, local_files
+from tests.support.sharded_client import V2_DATA, MakeUploader, local_files, write_v2
 
 PROTO = default_buffer_prototype()
-V2_DATA = (np.arange(600, dtype="uint16") * 7) % 1000
 V3_CHUNKS = 4000
 V3_DATA = np.arange(V3_CHUNKS * 4, dtype="int32") * -3
-
-
-def write_v2(root: Path) -> dict[str, bytes]:
-    """A v2 group: 60 raw chunks of 20 bytes of one array, plus metadata."""
-    group = zarr.open_group(LocalStore(root), mode="w", zarr_format=2)
-    group.attrs["title"] = "packed v2"
-    array = group.create_array("x", shape=(600,), chunks=(10,), dtype="uint16", compressors=None)
-    array[:] = V2_DATA
-    return local_files(root)
 
 
 def write_v3(root: Path) -> dict[str, bytes]:

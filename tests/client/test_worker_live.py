@@ -13,6 +13,7 @@ from dandizarr.client import UploadResult
 from dandizarr_server.zarr_api.models import Batch
 from tests.support.celery_worker import Worker, needs_redis, tasks_to_worker
 from tests.support.live_client import Service, local_checksum, make_tree
+from tests.support.sharded_client import MakeUploader, write_v2
 
 pytestmark = needs_redis
 
@@ -54,4 +55,48 @@ def test_upload_waits_for_the_workers_tree_updates_then_proves_the_checksum(
     assert service.archive(result.zarr_id)["checksum_status"] == "complete"
     assert service.remote_files(result.zarr_id).keys() == files.keys()
     # The worker applied all of them (in as few updates as it liked).
+    assert not Batch.objects.filter(state=Batch.State.PENDING).exists()
+
+
+def test_pack_batches_are_sent_while_the_worker_applies_the_one_before(
+    service: Service, uploader: MakeUploader, settings: Any, tmp_path: Path
+) -> None:
+    """The next pack batch is started and PUT while the one before waits for the worker (the
+    server's member check and apply took as long as a start, and the upload waited for both);
+    it is completed once that one is applied, so at most one of ours is ever pending."""
+    root = tmp_path / "p.zarr"
+    files = write_v2(root)
+    # 60 chunks in shards of 100 bytes (5 chunks), batches of 7 shards: 2 pack batches.
+    up = uploader(root, pack=True, shard_target_bytes=100)
+    outcome: dict[str, Any] = {}
+
+    def upload() -> None:
+        try:
+            outcome["result"] = up.run()
+        except BaseException as error:  # reported by the test thread
+            outcome["error"] = error
+
+    with tasks_to_worker(settings) as env:
+        uploading = threading.Thread(target=upload)
+        uploading.start()
+        # No worker yet: the first pack batch stays pending, and the second is opened and PUT
+        # meanwhile; it is not completed while the first is pending.
+        deadline = time.monotonic() + 120
+        while not (
+            Batch.objects.filter(kind=Batch.Kind.PACK, state=Batch.State.PENDING).exists()
+            and Batch.objects.filter(kind=Batch.Kind.PACK, state=Batch.State.OPEN).exists()
+        ):
+            assert uploading.is_alive(), outcome
+            assert time.monotonic() < deadline, "no pack batch was opened while one was pending"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert Batch.objects.filter(kind=Batch.Kind.PACK, state=Batch.State.PENDING).count() == 1
+        with Worker(env):
+            uploading.join(timeout=120)
+    assert not uploading.is_alive()
+    assert "error" not in outcome, outcome.get("error")
+    result: UploadResult = outcome["result"]
+    assert result.ok, result.to_json()
+    assert (result.packed_files, result.pack_batches) == (60, 2)
+    assert service.remote_files(result.zarr_id).keys() == files.keys()
     assert not Batch.objects.filter(state=Batch.State.PENDING).exists()

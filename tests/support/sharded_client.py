@@ -36,6 +36,19 @@ def local_files(root: Path) -> dict[str, bytes]:
     }
 
 
+# A v2 array of 60 raw chunks of 20 bytes (write_v2).
+V2_DATA = (np.arange(600, dtype="uint16") * 7) % 1000
+
+
+def write_v2(root: Path) -> dict[str, bytes]:
+    """A v2 group: 60 raw chunks of 20 bytes of one array, plus metadata."""
+    group = zarr.open_group(LocalStore(root), mode="w", zarr_format=2)
+    group.attrs["title"] = "packed v2"
+    array = group.create_array("x", shape=(600,), chunks=(10,), dtype="uint16", compressors=None)
+    array[:] = V2_DATA
+    return local_files(root)
+
+
 def tree_of(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` by its relative path: path -> bytes."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
