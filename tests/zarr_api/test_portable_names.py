@@ -95,6 +95,11 @@ def test_refused_against_what_pending_batches_add(
             assert response.status_code == 400, path  # type: ignore[attr-defined]
             problem = response.json()["paths"][0]["problem"]  # type: ignore[attr-defined]
             assert f"differs from {other!r} in the archive" in problem, problem
+        # A file where a pending file makes a directory.
+        response = _start(owner, zarr_id, ["Data/Sub"])
+        assert response.status_code == 400  # type: ignore[attr-defined]
+        problem = response.json()["paths"][0]["problem"]  # type: ignore[attr-defined]
+        assert problem == "is a directory in the archive", problem
         # Exactly the same names are fine.
         response = _start(owner, zarr_id, ["Data/Sub/w.bin", "top.bin"])
         assert response.status_code == 200, response.content  # type: ignore[attr-defined]

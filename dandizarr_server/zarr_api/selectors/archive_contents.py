@@ -55,19 +55,20 @@ class ArchiveSnapshot:
     def __post_init__(self) -> None:
         self._listings: dict[str, DirectoryListing | None] = {}
         self._folded: dict[str, dict[str, str]] = {}
-        self._pending_dirs: set[str] = set()
         # The names pending files add to each directory (theirs, and the directories they
-        # make), grouped once: a start checks many directories against them.
+        # make), grouped once: a start checks many directories against them. Its keys are the
+        # directories pending files make (and the root).
         self._pending_names: dict[str, list[str]] = {}
         for path, state in self.pending.items():
             if state is None:
                 continue
-            parent, name = posixpath.split(path)
-            self._pending_names.setdefault(parent, []).append(name)
-            while parent and parent not in self._pending_dirs:
-                self._pending_dirs.add(parent)
-                parent, name = posixpath.split(parent)
-                self._pending_names.setdefault(parent, []).append(name)
+            directory, name = posixpath.split(path)
+            while True:
+                known = directory in self._pending_names
+                self._pending_names.setdefault(directory, []).append(name)
+                if known or not directory:
+                    break
+                directory, name = posixpath.split(directory)
 
     def load(self, directories: Iterable[str]) -> None:
         missing = sorted({d for d in directories if d not in self._listings})
@@ -85,7 +86,7 @@ class ArchiveSnapshot:
         return FileState(size=entry.size, md5=entry.digest)
 
     def is_directory(self, path: str) -> bool:
-        if path in self._pending_dirs:
+        if path in self._pending_names:
             return True
         parent, name = posixpath.split(path)
         listing = self._listing(parent)
