@@ -11,6 +11,11 @@ Each file is read with ``os.open`` and ``os.read`` into a buffer of the size the
 object, an ``isatty`` ioctl, two ``fstat``s and an ``lseek`` per file, and reading a cold
 million 64-byte files that way took 65 s (17 s user, 82 s system over 8 threads) against 40 s
 (9 s, 48 s) for the bare calls.
+
+Each file's pages are dropped from the page cache once read (``POSIX_FADV_DONTNEED``): the
+upload reads it once, and keeping ten million files' pages (40 GB of 4 KiB pages for 64-byte
+files) made the kernel reclaim memory all through the upload, evicting the walk's inodes, the
+rest of the machine's cache with them.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from dandizarr.checksums.local import open_directory
+
+# Not on every system (macOS has no posix_fadvise): there, pages stay cached.
+_DROP_PAGES = getattr(os, "posix_fadvise", None)
 
 # Threads reading files for all the shards being built.
 READ_THREADS = 8
@@ -41,6 +49,8 @@ def read_file(path: str, size_hint: int, *, dir_fd: int | None = None) -> bytes:
         parts = [data]
         while part := os.read(fd, max(size_hint, 1 << 16)):
             parts.append(part)
+        if _DROP_PAGES is not None:
+            _DROP_PAGES(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return parts[0] if len(parts) == 1 else b"".join(parts)
     finally:
         os.close(fd)

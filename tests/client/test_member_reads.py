@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,35 @@ def test_read_file_returns_the_whole_file_whatever_the_listed_size(
     path = tmp_path / "f"
     path.write_bytes(data)
     assert read_file(str(path), max(0, size + hint_delta)) == data
+
+
+def _cached_bytes(path: Path) -> int:
+    """Bytes of ``path`` in the page cache, as util-linux's fincore counts them."""
+    out = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return int(out.strip())
+
+
+@pytest.mark.skipif(
+    shutil.which("fincore") is None or not hasattr(os, "posix_fadvise"),
+    reason="needs util-linux's fincore and posix_fadvise",
+)
+def test_read_file_leaves_no_pages_of_the_file_in_the_page_cache(tmp_path: Path) -> None:
+    # An upload reads each member once: its pages would only push the rest out of memory.
+    data = os.urandom(256 * 1024)
+    path = tmp_path / "member"
+    with path.open("wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())  # dirty pages cannot be dropped, written ones can
+    assert path.read_bytes() == data
+    assert _cached_bytes(path) > 0
+    assert read_file(str(path), len(data)) == data
+    assert _cached_bytes(path) == 0
 
 
 def test_member_reader_reads_in_order_and_marks_missing_files(tmp_path: Path) -> None:
