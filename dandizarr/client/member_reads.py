@@ -14,8 +14,9 @@ million 64-byte files that way took 65 s (17 s user, 82 s system over 8 threads)
 
 Each file's pages are dropped from the page cache once read (``POSIX_FADV_DONTNEED``): the
 upload reads it once, and keeping ten million files' pages (40 GB of 4 KiB pages for 64-byte
-files) made the kernel reclaim memory all through the upload, evicting the walk's inodes, the
-rest of the machine's cache with them.
+files) made the kernel reclaim memory all through the upload, evicting the inodes the walk
+had cached and the rest of the machine's cache with them. Loose uploads keep their pages: they
+read a file twice (to hash it, then to send it).
 """
 
 from __future__ import annotations
