@@ -6,11 +6,12 @@ import errno
 import hashlib
 import os
 import threading
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
+
+from dandizarr.concurrency import ordered_map
 
 _CHUNK = 1 << 20
 
@@ -22,13 +23,26 @@ def iter_local_files(root: Path) -> Iterator[tuple[str, int]]:
     anything that is not a regular file (sockets, broken links...) is left out. Nothing else
     is skipped: dot files are part of an archive.
     """
+    yield from _walk_from(root, sizes=True)
+
+
+def iter_local_paths(root: Path) -> Iterator[str]:
+    """The paths ``iter_local_files`` gives, without their sizes: no file is looked at, only
+    directories are read. A size needs the file's inode, read from disk when the cache is
+    cold: a cold walk of ten million files took 258 s with sizes (12.6 GB of inodes cached,
+    reclaimed later while the files were read again) and 26 s without."""
+    for path, _ in _walk_from(root, sizes=False):
+        yield path
+
+
+def _walk_from(root: Path, *, sizes: bool) -> Iterator[tuple[str, int]]:
     top = os.fspath(root)
     info = os.stat(top)
     if not os.path.isdir(top):
         raise NotADirectoryError(errno.ENOTDIR, "not a directory", top)
     fd = open_directory(top)
     try:
-        yield from _walk(fd, top, "", {(info.st_dev, info.st_ino)})
+        yield from _walk(fd, top, "", {(info.st_dev, info.st_ino)}, sizes)
     finally:
         os.close(fd)
 
@@ -41,11 +55,14 @@ def open_directory(path: str, *, dir_fd: int | None = None) -> int:
 
 
 def _walk(
-    fd: int, directory: str, prefix: str, active: set[tuple[int, int]]
+    fd: int, directory: str, prefix: str, active: set[tuple[int, int]], sizes: bool
 ) -> Iterator[tuple[str, int]]:
+    """(path, size) below the open directory ``fd``; the size is -1 without ``sizes``."""
     children: list[tuple[str, str, bool]] = []
     with os.scandir(fd) as scan:
         for entry in scan:
+            # Both answer from the entry's type (no system call) but for a symlink, which
+            # they follow.
             if entry.is_dir():
                 # Sorting "name/" among file names gives the global path order: everything
                 # below "a" ("a/...") sorts exactly where "a/" does ("a-b" < "a/x" < "a0").
@@ -54,6 +71,9 @@ def _walk(
                 children.append((entry.name, entry.name, False))
     children.sort()
     for _, name, is_dir in children:
+        if not is_dir and not sizes:
+            yield prefix + name, -1
+            continue
         try:
             info = os.stat(name, dir_fd=fd)
         except OSError as error:  # named by its whole path, as a walk by paths would
@@ -66,7 +86,7 @@ def _walk(
             active.add(identity)
             child = open_directory(name, dir_fd=fd)
             try:
-                yield from _walk(child, path, prefix + name + "/", active)
+                yield from _walk(child, path, prefix + name + "/", active, sizes)
             finally:
                 os.close(child)
             active.discard(identity)
@@ -132,16 +152,14 @@ def md5_files(
             yield (path, *_hash_file(os.path.join(base, path)))
         return
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="md5") as pool:
-        pending: deque[tuple[list[str], Future[list[tuple[int, str]]]]] = deque()
+        hashed = ordered_map(
+            pool,
+            lambda group: (group, _hash_group(base, group)),
+            _groups(paths, FILES_PER_TASK),
+            ahead=4 * jobs,
+        )
         try:
-            for group in _groups(paths, FILES_PER_TASK):
-                pending.append((group, pool.submit(_hash_group, base, group)))
-                if len(pending) >= 4 * jobs:
-                    done, future = pending.popleft()
-                    yield from _named(done, future.result())
-            while pending:
-                done, future = pending.popleft()
-                yield from _named(done, future.result())
+            for group, results in hashed:
+                yield from _named(group, results)
         finally:
-            for _, future in pending:  # abandoned early (error or consumer stopped)
-                future.cancel()
+            hashed.close()  # abandoned early (error or consumer stopped): cancel the rest

@@ -6,8 +6,8 @@ read one at a time took ~150 us each; eight threads at once brought that to ~40 
 are read in runs of consecutive members (a task per run, not per file: a future costs more
 than reading a cached small file), a few runs ahead of the shard being written.
 
-Each file is read with ``os.open`` and ``os.read`` into a buffer of the size the listing gave
-(one more byte, to see the end at once): ``open(path, "rb").read()`` adds a buffered reader
+Each file is read with ``os.open`` and ``os.read`` into a buffer of the size expected (one more
+byte, to see the end at once): ``open(path, "rb").read()`` adds a buffered reader
 object, an ``isatty`` ioctl, two ``fstat``s and an ``lseek`` per file, and reading a cold
 million 64-byte files that way took 65 s (17 s user, 82 s system over 8 threads) against 40 s
 (9 s, 48 s) for the bare calls.
@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 from dandizarr.checksums.local import open_directory
+from dandizarr.concurrency import ordered_map
 
 # Not on every system (macOS has no posix_fadvise): there, pages stay cached.
 _DROP_PAGES = getattr(os, "posix_fadvise", None)
@@ -82,29 +82,23 @@ class MemberReader:
 
     def read(self, paths: Sequence[str], sizes: Sequence[int]) -> Iterator[bytes | None]:
         """The bytes of each of ``paths`` in order (None: the file is gone), read ahead by at
-        most ``RUN_FILES * RUNS_AHEAD`` files; ``sizes``: each file's size as listed. Errors
-        other than a missing file are raised."""
+        most ``RUN_FILES * RUNS_AHEAD`` files; ``sizes``: the bytes each file is expected to
+        hold (read at once; the file is read to its end either way). Errors other than a
+        missing file are raised."""
         root_fd = self._root_descriptor()
-        pending: deque[Future[list[bytes | None]]] = deque()
-        starts = iter(range(0, len(paths), RUN_FILES))
-
-        def submit() -> None:
-            start = next(starts, None)
-            if start is not None:
-                end = start + RUN_FILES
-                run = paths[start:end]
-                pending.append(self._pool.submit(_read_run, root_fd, run, sizes[start:end]))
-
-        for _ in range(RUNS_AHEAD):
-            submit()
+        runs = ordered_map(
+            self._pool,
+            lambda start: _read_run(
+                root_fd, paths[start : start + RUN_FILES], sizes[start : start + RUN_FILES]
+            ),
+            range(0, len(paths), RUN_FILES),
+            ahead=RUNS_AHEAD,
+        )
         try:
-            while pending:
-                run_data = pending.popleft().result()
-                submit()
+            for run_data in runs:
                 yield from run_data
         finally:
-            for future in pending:  # abandoned early (an error, or the upload stopped)
-                future.cancel()
+            runs.close()  # abandoned early (an error, or the upload stopped)
 
     def _root_descriptor(self) -> int:
         with self._root_lock:

@@ -10,8 +10,9 @@ from typing import Any, Protocol
 
 
 class Progress(Protocol):
-    def start(self, total_files: int, total_bytes: int) -> None:
-        """The totals are known (after the local scan, or the remote listing for downloads)."""
+    def start(self, total_files: int, total_bytes: int | None) -> None:
+        """The totals are known (after the local scan, or the remote listing for downloads);
+        ``total_bytes`` is None when the sizes are learnt as the files are read (``--pack``)."""
 
     def advance(self, files: int, nbytes: int) -> None:
         """``files`` more files, ``nbytes`` more bytes are done (uploaded, skipped, fetched)."""
@@ -27,7 +28,7 @@ class Progress(Protocol):
 
 
 class NullProgress:
-    def start(self, total_files: int, total_bytes: int) -> None:
+    def start(self, total_files: int, total_bytes: int | None) -> None:
         pass
 
     def advance(self, files: int, nbytes: int) -> None:
@@ -53,7 +54,7 @@ class TqdmProgress:
         self._files: Any = None
         self._bytes: Any = None
 
-    def start(self, total_files: int, total_bytes: int) -> None:
+    def start(self, total_files: int, total_bytes: int | None) -> None:
         from tqdm import tqdm
 
         with self._lock:

@@ -31,6 +31,7 @@ from dandizarr.client.pack_types import PackBatch, PreparedShard
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
 from dandizarr.client.upload_types import LocalListing, UploadOptions
+from dandizarr.concurrency import ordered_map
 from dandizarr.sharding.archive_packing import (
     METADATA_NAMES,
     IndexedShardPlan,
@@ -61,9 +62,19 @@ def fit_chunks_per_shard(chunks_per_shard: Sequence[int], limit: int) -> tuple[i
     return tuple(cps)
 
 
-def _estimated_size(plan: IndexedShardPlan, listing: LocalListing) -> int:
-    """A shard's bytes: its members and its index (16 bytes a slot, 4 of checksum)."""
-    return listing.total_size(plan.positions) + 16 * plan.layout.slots() + 4
+def _size_bound(plan: IndexedShardPlan) -> int:
+    """About the most a shard's bytes can be, before its members are read (a packed upload's
+    listing has no sizes): each slot's chunk at its uncompressed size, and the index (16 bytes
+    a slot, 4 of checksum). A compressed chunk is smaller; a chunk of a codec that grows
+    incompressible data is larger by a few bytes."""
+    slots = plan.layout.slots()
+    return slots * plan.layout.grid.chunk_nbytes() + 16 * slots + 4
+
+
+def _read_size_hint(plan: IndexedShardPlan) -> int:
+    """The bytes to read a member file in at once: its uncompressed size, at most 1 MiB (a
+    larger file is read on in pieces)."""
+    return min(plan.layout.grid.chunk_nbytes(), 1 << 20)
 
 
 class ShardBuilder:
@@ -170,45 +181,68 @@ class ShardBuilder:
         info: ServiceInfo,
         put: Callable[[PackBatch], bool],
     ) -> bool:
-        """Build the shards, batch by batch (bounded look-ahead), and hand each batch to
-        ``put``; False when the upload stopped first (or ``put`` refused)."""
+        """Build the shards in plan order, a few ahead on ``jobs`` threads, and hand them to
+        ``put`` in pack batches as they come: a batch takes shards while the service's shard
+        and member limits and ``max_batch_bytes`` allow, by the size each shard was built to.
+        At most two batches are built and unsent (a slot each); False when the upload
+        stopped first (or ``put`` refused)."""
         shard_limit = info.batch_limit
         member_limit = info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
-        groups: list[list[IndexedShardPlan]] = []
+        batch: list[PreparedShard] = []
         members = nbytes = 0
-        for plan in plans:
-            size = _estimated_size(plan, listing)
-            if groups and (
-                len(groups[-1]) < shard_limit
-                and members + len(plan.positions) <= member_limit
-                and nbytes + size <= self.options.max_batch_bytes
-            ):
-                groups[-1].append(plan)
-                members += len(plan.positions)
-                nbytes += size
-            else:
-                groups.append([plan])
-                members, nbytes = len(plan.positions), size
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="dandizarr-pack") as pool:
-            for group in groups:
-                while not self._slots.acquire(timeout=0.2):
-                    if self.stop.is_set():
-                        return False
-                if self.stop.is_set():
-                    return False
-                built = [
-                    shard
-                    for shard in pool.map(lambda plan: self._build_shard(plan, listing), group)
-                    if shard is not None
-                ]
-                if not built:
-                    self._slots.release()
-                    continue
-                if not put(PackBatch(built)):
-                    for shard in built:
+            built = ordered_map(
+                pool, lambda plan: self._build_shard(plan, listing), plans, ahead=2 * self.jobs
+            )
+            try:
+                for shard in built:
+                    if shard is None:
+                        continue
+                    if batch and (
+                        members + len(shard.members) > member_limit
+                        or nbytes + shard.size > self.options.max_batch_bytes
+                    ):
+                        if not self._put(batch, put):
+                            shard.discard()
+                            return False
+                        batch, members, nbytes = [], 0, 0
+                    if not batch and not self._take_slot():
                         shard.discard()
+                        return False
+                    batch.append(shard)
+                    members += len(shard.members)
+                    nbytes += shard.size
+                    if len(batch) >= shard_limit or members >= member_limit:  # full: send now
+                        if not self._put(batch, put):
+                            return False
+                        batch, members, nbytes = [], 0, 0
+                if batch and not self._put(batch, put):
                     return False
+                batch = []
+            finally:
+                for shard in batch:  # built and never handed on (the upload stopped)
+                    shard.discard()
+                built.close()  # the builds queued ahead are cancelled
         return True
+
+    def _take_slot(self) -> bool:
+        """Wait until a pack batch may be built; False if the upload stops first."""
+        while not self._slots.acquire(timeout=0.2):
+            if self.stop.is_set():
+                return False
+        if self.stop.is_set():
+            self._slots.release()
+            return False
+        return True
+
+    def _put(self, batch: list[PreparedShard], put: Callable[[PackBatch], bool]) -> bool:
+        """Hand one built pack batch on (its slot is released once it is sent)."""
+        if put(PackBatch(batch)):
+            return True
+        for shard in batch:
+            shard.discard()
+        batch.clear()
+        return False
 
     def release_slot(self) -> None:
         """A pack batch was sent (or given up): the next one may be built."""
@@ -224,7 +258,9 @@ class ShardBuilder:
         packed = array("q")  # the positions of the members, in the shard's order
 
         def members() -> Iterator[tuple[str, int | None, bytes]]:
-            read = self._reader.read(paths, [listing.size(i) for i in plan.positions])
+            hint = _read_size_hint(plan)
+            sizes = [listing.size(i) if listing.is_hashed(i) else hint for i in plan.positions]
+            read = self._reader.read(paths, sizes)
             for i, path, slot, data in zip(plan.positions, paths, plan.slots, read, strict=True):
                 if data is None:
                     self._report_changed(path, "deleted")
@@ -238,7 +274,7 @@ class ShardBuilder:
                 yield path, slot, data
 
         cps = plan.layout.chunks_per_shard
-        if _estimated_size(plan, listing) <= SHARD_IN_MEMORY or self.scratch is None:
+        if _size_bound(plan) <= SHARD_IN_MEMORY or self.scratch is None:
             sink = io.BytesIO()
             built = build_shard(cps, members(), sink)
             shard = PreparedShard(plan.name, built.size, built.md5, built.members, sink.getvalue())

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dandizarr.checksums.local import iter_local_files
+from dandizarr.checksums.local import iter_local_files, iter_local_paths
 from dandizarr.client.api import ApiClient
 from dandizarr.client.batch_session import BatchSession
 from dandizarr.client.digests import tree_checksum
@@ -98,14 +98,20 @@ class Uploader:
         )
         self.progress.message(f"listing zarr archive {self.zarr_id} on {self.client.server}...")
         scan_started = time.perf_counter()
-        listing = LocalListing(iter_local_files(self.root))
+        # A packed upload reads every file before it sends it, and learns the sizes then: its
+        # listing looks at no file (most are chunk files, and most of a cold walk of them
+        # went to reading their inodes for a size).
+        listing = (
+            LocalListing.of_paths(iter_local_paths(self.root))
+            if self.packer is not None
+            else LocalListing(iter_local_files(self.root))
+        )
         remote: RemoteListing | None = None
         try:
             remote = RemoteListing(
                 listing.paths, len(listing), self.client.iter_files(self.zarr_id)
             )
             self.result.local_files = len(listing)
-            self.result.local_bytes = listing.total_bytes
             remote_only = len(remote.only_paths)
             if remote_only and self.options.sync:
                 self.progress.message(f"deleting {remote_only:,} files absent locally...")
@@ -122,13 +128,14 @@ class Uploader:
                 self.packer.after_build = self.after_build
                 self.packer.plan_layouts(listing.paths, info)
             self.result.add_time("scan", scan_started)
-            self.progress.start(self.result.local_files, self.result.local_bytes)
+            self.progress.start(self.result.local_files, listing.total_bytes)
             try:
                 self._pipeline(listing, remote, info)
             finally:
                 self.progress.close()
                 if self.packer is not None:
                     self.packer.cleanup()
+            self.result.local_bytes = listing.known_bytes  # every file hashed by now
             verify_started = time.perf_counter()
             kept = None if self.options.sync or not remote_only else remote
             self._verify(listing, kept)

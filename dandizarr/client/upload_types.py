@@ -3,6 +3,7 @@ the listing of every local file (compact: no object per file)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -33,22 +34,45 @@ class LocalListing:
     """The local files of an upload in path order, as columns (``listing_columns``): paths,
     and each file's size and md5, in temporary files; in memory, an end offset per path and
     whether each file is hashed yet: about 5 bytes a file. Sizes come from the listing until
-    a file is hashed (``set_hashed``), then are the bytes hashed. ``close`` when done."""
+    a file is hashed (``set_hashed``), then are the bytes hashed; a listing ``of_paths`` has
+    none until then (``sized`` is False). ``close`` when done."""
 
-    def __init__(self, files: Iterable[tuple[str, int]]) -> None:
+    def __init__(self, files: Iterable[tuple[str, int]], *, sized: bool = True) -> None:
         self.paths = PathColumn()
         self.records = RecordColumn()
-        self.total_bytes = 0
+        self.sized = sized
+        self._listed_bytes = 0
+        self._hashed_bytes = 0  # of the files hashed, once each
+        self._hashed_lock = threading.Lock()  # shards are built (and hashed) by several threads
         for path, size in files:
             if len(self.paths) == MAX_PLANNED_PATHS:
                 self.close()
                 raise ClientError(f"an upload takes at most {MAX_PLANNED_PATHS:,} files")
             self.paths.append(path)
-            self.records.append(size)
-            self.total_bytes += size
+            self.records.append(max(size, 0))
+            self._listed_bytes += max(size, 0)
         self.paths.seal()
         self.records.seal()
         self.hashed = bytearray(len(self.paths))  # 1 once ``set_hashed``
+
+    @classmethod
+    def of_paths(cls, paths: Iterable[str]) -> LocalListing:
+        """A listing of ``paths`` whose sizes are known only as each file is hashed (see
+        ``dandizarr.checksums.local.iter_local_paths``)."""
+        return cls(((path, 0) for path in paths), sized=False)
+
+    @property
+    def total_bytes(self) -> int | None:
+        """The bytes of every file as listed; of a listing ``of_paths``, None until every file
+        is hashed."""
+        if self.sized:
+            return self._listed_bytes
+        return None if 0 in self.hashed else self._hashed_bytes
+
+    @property
+    def known_bytes(self) -> int:
+        """The bytes of every file as listed; of a listing ``of_paths``, of those hashed."""
+        return self._listed_bytes if self.sized else self._hashed_bytes
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -58,16 +82,20 @@ class LocalListing:
         self.records.close()
 
     def set_hashed(self, i: int, size: int, md5: str) -> None:
-        self.records.write(i, size, bytes.fromhex(md5))
-        self.hashed[i] = 1
+        self.set_hashed_many([(i, size, md5)])
 
     def set_hashed_many(self, hashed: Iterable[tuple[int, int, str]]) -> None:
         """``set_hashed`` of (position, size, md5) each: one write per run of positions."""
         records = []
+        new_bytes = 0
         for i, size, md5 in hashed:
+            if not self.hashed[i]:
+                new_bytes += size
             self.hashed[i] = 1
             records.append((i, size, bytes.fromhex(md5)))
         self.records.write_many(records)
+        with self._hashed_lock:
+            self._hashed_bytes += new_bytes
 
     def is_hashed(self, i: int) -> bool:
         return bool(self.hashed[i])

@@ -158,14 +158,13 @@ def _listing_summary(name: str) -> TreeSummary:
 def _directory_summary(root: Path, jobs: int) -> TreeSummary:
     # On first use: its thread pool (concurrent.futures, logging) is a third of the start-up
     # of `dandizarr checksum --listing`, which does not need it.
-    from dandizarr.checksums.local import iter_local_files, md5_files
+    from dandizarr.checksums.local import iter_local_paths, md5_files
 
     if not root.exists():
         raise CommandError(f"{root}: no such file or directory")
     if not root.is_dir():
         raise CommandError(f"{root}: not a directory")
-    paths = (path for path, _ in iter_local_files(root))
-    return compute_tree(md5_files(root, paths, jobs=jobs))
+    return compute_tree(md5_files(root, iter_local_paths(root), jobs=jobs))
 
 
 def run(args: argparse.Namespace) -> int:

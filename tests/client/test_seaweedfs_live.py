@@ -23,7 +23,7 @@ class SlowStart(NullProgress):
     def __init__(self, delay: float) -> None:
         self.delay = delay
 
-    def start(self, total_files: int, total_bytes: int) -> None:
+    def start(self, total_files: int, total_bytes: int | None) -> None:
         time.sleep(self.delay)
 
 
