@@ -5,11 +5,18 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dandizarr.checksums import compute_tree
-from dandizarr.checksums.local import FILES_PER_TASK, iter_local_files, md5_file, md5_files
+from dandizarr.checksums.local import (
+    FILES_PER_TASK,
+    iter_local_files,
+    iter_local_paths,
+    md5_file,
+    md5_files,
+)
 from tests.support.checksum_reference import reference_tree
 
 TREE = {
@@ -46,6 +53,34 @@ def test_symlinks_followed_and_non_files_skipped(tmp_path: Path) -> None:
     os.mkfifo(root / "fifo")
     (root / "empty").mkdir()
     assert list(iter_local_files(root)) == [("dir/f", 1), ("file", 1)]
+
+
+def test_iter_local_paths_lists_the_same_files_looking_only_at_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The paths of ``iter_local_files`` (symlinks followed, non-files left out, path order),
+    with no file's inode read: ``stat`` is called for the directories only."""
+    make_tree(tmp_path / "root", TREE)
+    make_tree(tmp_path / "data", {"d/f": b"x"})
+    root = tmp_path / "root"
+    (root / "file").symlink_to(tmp_path / "data" / "d" / "f")
+    (root / "dir").symlink_to(tmp_path / "data" / "d")
+    (root / "broken").symlink_to(tmp_path / "missing")
+    os.mkfifo(root / "fifo")
+    expected = [path for path, _ in iter_local_files(root)]
+    assert expected == sorted([*TREE, "dir/f", "file"])
+    stated: list[str] = []
+    real_stat = os.stat
+
+    def counting_stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        stated.append(os.fsdecode(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting_stat)
+    assert list(iter_local_paths(root)) == expected
+    # The root, then each directory below it once (by name, from its parent's descriptor).
+    below = [name for name in stated if name != str(root)]
+    assert sorted(below) == sorted(["a", "b", "a-b", "B", "b!", "dir"])
 
 
 def test_directory_symlink_loop(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -210,3 +211,65 @@ def test_shard_builder_hashes_unhashed_members_from_the_bytes_it_packs(tmp_path:
         data = (root / name).read_bytes()
         assert listing.is_hashed(i) and listing.size(i) == len(data)
         assert listing.md5(i) == packed[name] == hashlib.md5(data).hexdigest()
+
+
+def test_local_listing_of_paths_learns_its_sizes_as_files_are_hashed() -> None:
+    listing = LocalListing.of_paths(["a", "b/c", "d"])
+    assert not listing.sized and (listing.total_bytes, listing.known_bytes) == (None, 0)
+    listing.set_hashed(0, 5, "f" * 32)
+    listing.set_hashed_many([(1, 7, "e" * 32)])
+    assert (listing.total_bytes, listing.known_bytes) == (None, 12)
+    listing.set_hashed_many([(2, 3, "d" * 32), (1, 7, "e" * 32)])  # hashed again: counted once
+    assert (listing.total_bytes, listing.known_bytes) == (15, 15)
+    assert listing.file(1) == LocalFile("b/c", 7, "e" * 32)
+    sized = LocalListing([("a", 1), ("b", 2)])
+    assert sized.sized and (sized.total_bytes, sized.known_bytes) == (3, 3)
+
+
+def test_tqdm_progress_without_a_byte_total() -> None:
+    """A packed upload learns its sizes as it reads: the bytes bar counts without a total."""
+    import io
+
+    from dandizarr.client.progress import TqdmProgress
+
+    out = io.StringIO()
+    progress = TqdmProgress("upload", file=out)
+    progress.start(2, None)
+    progress.advance(2, 3 << 20)
+    progress.close()
+    text = out.getvalue()
+    assert "2/2" in text and "3.00MB" in text.replace(" ", "")
+
+
+def test_pack_batches_are_cut_by_the_bytes_each_shard_was_built_to(tmp_path: Path) -> None:
+    """The listing of a packed upload has no sizes: shards are grouped into pack batches as
+    they are built, each batch within ``max_batch_bytes`` by the shards' real sizes (a shard
+    larger than the limit goes alone), in plan order, and within the service's limits."""
+    root = tmp_path / "a.zarr"
+    _v2_array(root, 12)  # chunk i holds i + 1 bytes
+    paths = [".zarray", *sorted(str(i) for i in range(12))]
+    listing = LocalListing.of_paths(paths)
+    info = ServiceInfo("1", 5, 600, "local", 100)  # at most 5 shards a batch
+    options = UploadOptions(pack=True, shard_target_bytes=2, max_batch_bytes=100)
+    builder = ShardBuilder(
+        root, options, UploadResult(server="s"), NullProgress(), threading.Event(), jobs=2
+    )
+    builder.plan_layouts(listing.paths, info)
+    batches: list[list[tuple[str, int]]] = []
+
+    def put(batch: Any) -> bool:
+        batches.append([(shard.name, shard.size) for shard in batch.shards])
+        builder.release_slot()
+        return True
+
+    try:
+        plans, loose = builder.plan_shards(listing, bytearray([0] + [1] * 12))
+        assert not loose and len(plans) == 6  # 2 chunks a shard
+        assert builder.build_batches(plans, listing, info, put)
+    finally:
+        builder.cleanup()
+    sizes = [[size for _, size in batch] for batch in batches]
+    # Shard k holds chunks 2k and 2k+1 (4k + 3 bytes) and a 36-byte index.
+    assert sizes == [[39, 43], [47, 51], [55], [59]]
+    assert [name for batch in batches for name, _ in batch] == [p.name for p in plans]
+    assert listing.known_bytes == sum(range(1, 13))  # every chunk hashed as it was packed
