@@ -107,6 +107,7 @@ class ShardBuilder:
         # Called with each shard once built, before its batch starts (tests corrupt members).
         self.after_build: Callable[[PreparedShard], None] | None = None
         self._by_array: dict[str, list[ShardLayout]] = {}
+        self._by_parent: dict[str, list[ShardLayout]] = {}  # is_chunk's, by directory
         # Bounded look-ahead: a pack batch is built only when a slot is free.
         self._slots = threading.Semaphore(PACK_BATCHES_AHEAD + 1)
         self._changed_lock = threading.Lock()
@@ -147,6 +148,7 @@ class ShardBuilder:
             for grid in grids
         ]
         self._by_array = {}
+        self._by_parent = {}
         for layout in self.layouts:
             self._by_array.setdefault(layout.grid.array_path, []).append(layout)
         if not self.layouts:
@@ -156,12 +158,16 @@ class ShardBuilder:
 
     def is_chunk(self, path: str) -> bool:
         """Whether a path is a chunk file of one of the arrays (so it goes into a shard)."""
-        parts = path.split("/")
-        for i in range(len(parts)):
-            for layout in self._by_array.get("/".join(parts[:i]), ()):
-                if layout.grid.chunk_coords(path) is not None:
-                    return True
-        return False
+        parent = path.rpartition("/")[0]
+        layouts = self._by_parent.get(parent)
+        if layouts is None:  # the arrays a path may belong to depend on its directory only
+            parts = path.split("/")
+            layouts = self._by_parent[parent] = [
+                layout
+                for i in range(len(parts))
+                for layout in self._by_array.get("/".join(parts[:i]), ())
+            ]
+        return any(layout.grid.chunk_coords(path) is not None for layout in layouts)
 
     def plan_shards(
         self, listing: LocalListing, held: bytearray

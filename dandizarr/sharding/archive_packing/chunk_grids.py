@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -67,7 +69,7 @@ class ChunkGrid:
         if self.itemsize < 1:
             raise PackingError(f"itemsize must be positive, got {self.itemsize}")
 
-    @property
+    @cached_property
     def ndim(self) -> int:
         return len(self.shape)
 
@@ -83,31 +85,36 @@ class ChunkGrid:
         return f"{self.array_path}/" if self.array_path else ""
 
     def grid_shape(self) -> tuple[int, ...]:
+        return self._grid_shape
+
+    # Computed once per grid: an upload asks every one of its paths (ten million, say), twice.
+    # (cached_property stores into the instance's __dict__, which a frozen dataclass allows.)
+    @cached_property
+    def _grid_shape(self) -> tuple[int, ...]:
         return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks, strict=True))
+
+    @cached_property
+    def _key_pattern(self) -> re.Pattern[str]:
+        """A whole chunk path of an array of one or more dimensions: the array's directory,
+        the prefix, and ``ndim`` canonical integers (captured) joined by the separator."""
+        separator = re.escape(self.separator)
+        key = separator.join([f"({CANONICAL_INT.pattern})"] * self.ndim)
+        if self.prefix:
+            key = re.escape(self.prefix) + separator + key
+        return re.compile(re.escape(self._dir) + key)
 
     def chunk_coords(self, path: str) -> tuple[int, ...] | None:
         """Grid coordinates when ``path`` (archive-relative) is exactly one of this array's chunk
         keys inside the grid, else None: only canonical integers, the right number of them."""
-        if not path.startswith(self._dir):
+        if self.ndim == 0:
+            key = path.removeprefix(self._dir) if path.startswith(self._dir) else None
+            # Zarr v3's key for the one chunk of a 0-d array is its prefix; v2's is "0".
+            return () if key == (self.prefix or "0") else None
+        match = self._key_pattern.fullmatch(path)
+        if match is None:
             return None
-        key = path[len(self._dir) :]
-        if self.prefix:
-            if key == self.prefix:
-                parts: list[str] = []
-            elif key.startswith(self.prefix + self.separator):
-                parts = key[len(self.prefix) + 1 :].split(self.separator)
-            else:
-                return None
-        elif self.ndim == 0:
-            return () if key == "0" else None  # zarr v2's key for the one chunk of a 0-d array
-        else:
-            parts = key.split(self.separator)
-        if len(parts) != self.ndim or not all(CANONICAL_INT.fullmatch(p) for p in parts):
-            return None
-        coords = tuple(int(p) for p in parts)
-        if any(c >= g for c, g in zip(coords, self.grid_shape(), strict=True)):
-            return None
-        return coords
+        coords = tuple(map(int, match.groups()))
+        return coords if all(map(operator.lt, coords, self._grid_shape)) else None
 
     def chunk_key(self, coords: Sequence[int]) -> str:
         if len(coords) != self.ndim:

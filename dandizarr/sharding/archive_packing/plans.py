@@ -150,9 +150,16 @@ def plan_shard_positions(
         by_dir.setdefault(layout.grid.array_path, []).append(i)
     shards: dict[tuple[int, tuple[int, ...]], tuple[array[int], array[int]]] = {}
     loose = array(POSITION_TYPECODE)
+    # The layouts a path may belong to depend on its directory only: found once per directory.
+    by_parent: dict[str, list[int]] = {}
     for position, path in entries:
         placed = False
-        candidates = sorted(i for d in _ancestors(path) for i in by_dir.get(d, ()))
+        parent = path.rpartition("/")[0]
+        candidates = by_parent.get(parent)
+        if candidates is None:
+            candidates = by_parent[parent] = sorted(
+                i for d in _ancestors(path) for i in by_dir.get(d, ())
+            )
         for i in candidates:
             coords = layouts[i].grid.chunk_coords(path)
             if coords is not None:
