@@ -147,21 +147,6 @@ class RecordColumn:
         size, digest = self._RECORD.unpack(os.pread(self._records.fd, self.SIZE, self.SIZE * i))
         return size, digest
 
-    def total_size(self, positions: Iterable[int]) -> int:
-        """The sum of the sizes at ``positions``: neighbouring records are read together (a
-        shard's members mostly lie in runs), not one read a position."""
-        record_size, fd, unpack = self.SIZE, self._records.fd, self._RECORD.unpack_from
-        ordered = sorted(positions)
-        total, k = 0, 0
-        while k < len(ordered):
-            first, end = ordered[k], k + 1
-            while end < len(ordered) and ordered[end] - first < self._READ_RECORDS:
-                end += 1
-            span = os.pread(fd, record_size * (ordered[end - 1] - first + 1), record_size * first)
-            total += sum(unpack(span, record_size * (i - first))[0] for i in ordered[k:end])
-            k = end
-        return total
-
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         """(size, digest) of every position, in order."""
         step = self._READ_RECORDS

@@ -107,9 +107,6 @@ class LocalListing:
     def size(self, i: int) -> int:
         return self.record(i)[0]
 
-    def total_size(self, positions: Iterable[int]) -> int:
-        return self.records.total_size(positions)
-
     def digest(self, i: int) -> bytes:
         return self.record(i)[1]
 
