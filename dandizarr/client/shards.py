@@ -35,6 +35,7 @@ from dandizarr.concurrency import ordered_map
 from dandizarr.sharding.archive_packing import (
     METADATA_NAMES,
     IndexedShardPlan,
+    LayoutLookup,
     PackingError,
     ShardLayout,
     build_shard,
@@ -106,8 +107,7 @@ class ShardBuilder:
         self.scratch: Path | None = None  # where shards above SHARD_IN_MEMORY are built
         # Called with each shard once built, before its batch starts (tests corrupt members).
         self.after_build: Callable[[PreparedShard], None] | None = None
-        self._by_array: dict[str, list[ShardLayout]] = {}
-        self._by_parent: dict[str, list[ShardLayout]] = {}  # is_chunk's, by directory
+        self._lookup = LayoutLookup([])
         # Bounded look-ahead: a pack batch is built only when a slot is free.
         self._slots = threading.Semaphore(PACK_BATCHES_AHEAD + 1)
         self._changed_lock = threading.Lock()
@@ -147,10 +147,7 @@ class ShardBuilder:
             )
             for grid in grids
         ]
-        self._by_array = {}
-        self._by_parent = {}
-        for layout in self.layouts:
-            self._by_array.setdefault(layout.grid.array_path, []).append(layout)
+        self._lookup = LayoutLookup(self.layouts)
         if not self.layouts:
             self.progress.message("no zarr arrays found: every file is uploaded loose")
         else:
@@ -158,16 +155,7 @@ class ShardBuilder:
 
     def is_chunk(self, path: str) -> bool:
         """Whether a path is a chunk file of one of the arrays (so it goes into a shard)."""
-        parent = path.rpartition("/")[0]
-        layouts = self._by_parent.get(parent)
-        if layouts is None:  # the arrays a path may belong to depend on its directory only
-            parts = path.split("/")
-            layouts = self._by_parent[parent] = [
-                layout
-                for i in range(len(parts))
-                for layout in self._by_array.get("/".join(parts[:i]), ())
-            ]
-        return any(layout.grid.chunk_coords(path) is not None for layout in layouts)
+        return self._lookup.chunk_of(path) is not None
 
     def plan_shards(
         self, listing: LocalListing, held: bytearray
@@ -196,6 +184,16 @@ class ShardBuilder:
         member_limit = info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
         batch: list[PreparedShard] = []
         members = nbytes = 0
+
+        def send() -> bool:
+            nonlocal batch, members, nbytes
+            sending, batch, members, nbytes = batch, [], 0, 0
+            if put(PackBatch(sending)):
+                return True  # its slot is released once it is sent
+            for shard in sending:
+                shard.discard()
+            return False
+
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="dandizarr-pack") as pool:
             built = ordered_map(
                 pool, lambda plan: self._build_shard(plan, listing), plans, ahead=2 * self.jobs
@@ -204,32 +202,25 @@ class ShardBuilder:
                 for shard in built:
                     if shard is None:
                         continue
-                    if batch and (
+                    overflows = (
                         members + len(shard.members) > member_limit
                         or nbytes + shard.size > self.options.max_batch_bytes
-                    ):
-                        if not self._put(batch, put):
-                            shard.discard()
-                            return False
-                        batch, members, nbytes = [], 0, 0
-                    if not batch and not self._take_slot():
+                    )
+                    sent = not (batch and overflows) or send()
+                    if not sent or (not batch and not self._take_slot()):
                         shard.discard()
                         return False
                     batch.append(shard)
                     members += len(shard.members)
                     nbytes += shard.size
-                    if len(batch) >= shard_limit or members >= member_limit:  # full: send now
-                        if not self._put(batch, put):
-                            return False
-                        batch, members, nbytes = [], 0, 0
-                if batch and not self._put(batch, put):
-                    return False
-                batch = []
+                    full = len(batch) >= shard_limit or members >= member_limit
+                    if full and not send():  # full: sent now, not when the next shard comes
+                        return False
+                return not batch or send()
             finally:
                 for shard in batch:  # built and never handed on (the upload stopped)
                     shard.discard()
                 built.close()  # the builds queued ahead are cancelled
-        return True
 
     def _take_slot(self) -> bool:
         """Wait until a pack batch may be built; False if the upload stops first."""
@@ -240,15 +231,6 @@ class ShardBuilder:
             self._slots.release()
             return False
         return True
-
-    def _put(self, batch: list[PreparedShard], put: Callable[[PackBatch], bool]) -> bool:
-        """Hand one built pack batch on (its slot is released once it is sent)."""
-        if put(PackBatch(batch)):
-            return True
-        for shard in batch:
-            shard.discard()
-        batch.clear()
-        return False
 
     def release_slot(self) -> None:
         """A pack batch was sent (or given up): the next one may be built."""

@@ -82,7 +82,11 @@ class LocalListing:
         self.records.close()
 
     def set_hashed(self, i: int, size: int, md5: str) -> None:
-        self.set_hashed_many([(i, size, md5)])
+        self.records.write(i, size, bytes.fromhex(md5))
+        if not self.hashed[i]:
+            self.hashed[i] = 1
+            with self._hashed_lock:
+                self._hashed_bytes += size
 
     def set_hashed_many(self, hashed: Iterable[tuple[int, int, str]]) -> None:
         """``set_hashed`` of (position, size, md5) each: one write per run of positions."""

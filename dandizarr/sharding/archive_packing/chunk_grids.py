@@ -107,9 +107,8 @@ class ChunkGrid:
         """Grid coordinates when ``path`` (archive-relative) is exactly one of this array's chunk
         keys inside the grid, else None: only canonical integers, the right number of them."""
         if self.ndim == 0:
-            key = path.removeprefix(self._dir) if path.startswith(self._dir) else None
             # Zarr v3's key for the one chunk of a 0-d array is its prefix; v2's is "0".
-            return () if key == (self.prefix or "0") else None
+            return () if path == self._dir + (self.prefix or "0") else None
         match = self._key_pattern.fullmatch(path)
         if match is None:
             return None

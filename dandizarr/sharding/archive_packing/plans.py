@@ -15,6 +15,7 @@ __all__ = [
     "MAX_PLANNED_PATHS",
     "POSITION_TYPECODE",
     "IndexedShardPlan",
+    "LayoutLookup",
     "PlannedMember",
     "ShardLayout",
     "ShardPlan",
@@ -120,6 +121,33 @@ def _ancestors(path: str) -> Iterable[str]:
         yield "/".join(parts[:i])
 
 
+class LayoutLookup:
+    """Which of ``layouts`` a path is a chunk file of. The layouts a path may belong to (those
+    of arrays in its ancestor directories, in layout order) depend on its directory only, so
+    they are found once per directory: an upload asks this of every one of its paths."""
+
+    def __init__(self, layouts: Sequence[ShardLayout]) -> None:
+        self.layouts = layouts
+        self._by_dir: dict[str, list[int]] = {}
+        for i, layout in enumerate(layouts):
+            self._by_dir.setdefault(layout.grid.array_path, []).append(i)
+        self._by_parent: dict[str, list[int]] = {}
+
+    def chunk_of(self, path: str) -> tuple[int, tuple[int, ...]] | None:
+        """(the layout's index, the chunk's grid coordinates), or None: not a chunk file."""
+        parent = path.rpartition("/")[0]
+        candidates = self._by_parent.get(parent)
+        if candidates is None:
+            candidates = self._by_parent[parent] = sorted(
+                i for d in _ancestors(path) for i in self._by_dir.get(d, ())
+            )
+        for i in candidates:
+            coords = self.layouts[i].grid.chunk_coords(path)
+            if coords is not None:
+                return i, coords
+        return None
+
+
 @dataclass(frozen=True)
 class IndexedShardPlan:
     """A shard plan without an object per member (for listings of millions of files): the
@@ -145,37 +173,21 @@ def plan_shard_positions(
 ) -> tuple[list[IndexedShardPlan], array[int]]:
     """``plan_shard_indices`` of (position, path) entries: the positions are the caller's
     (a listing's, say, of which only some paths are planned)."""
-    by_dir: dict[str, list[int]] = {}
-    for i, layout in enumerate(layouts):
-        by_dir.setdefault(layout.grid.array_path, []).append(i)
+    lookup = LayoutLookup(layouts)
     shards: dict[tuple[int, tuple[int, ...]], tuple[array[int], array[int]]] = {}
     loose = array(POSITION_TYPECODE)
-    # The layouts a path may belong to depend on its directory only: found once per directory.
-    by_parent: dict[str, list[int]] = {}
     for position, path in entries:
-        placed = False
-        parent = path.rpartition("/")[0]
-        candidates = by_parent.get(parent)
-        if candidates is None:
-            candidates = by_parent[parent] = sorted(
-                i for d in _ancestors(path) for i in by_dir.get(d, ())
-            )
-        for i in candidates:
-            coords = layouts[i].grid.chunk_coords(path)
-            if coords is not None:
-                shard, slot = layouts[i].shard_of(coords)
-                found = shards.get((i, shard))
-                if found is None:
-                    found = shards[(i, shard)] = (
-                        array(POSITION_TYPECODE),
-                        array(POSITION_TYPECODE),
-                    )
-                found[0].append(position)
-                found[1].append(slot)
-                placed = True
-                break
-        if not placed:
+        chunk = lookup.chunk_of(path)
+        if chunk is None:
             loose.append(position)
+            continue
+        i, coords = chunk
+        shard, slot = layouts[i].shard_of(coords)
+        found = shards.get((i, shard))
+        if found is None:
+            found = shards[(i, shard)] = (array(POSITION_TYPECODE), array(POSITION_TYPECODE))
+        found[0].append(position)
+        found[1].append(slot)
     plans = []
     for (i, shard), (positions, slots) in shards.items():
         by_slot, kept_slots = array(POSITION_TYPECODE), array(POSITION_TYPECODE)
