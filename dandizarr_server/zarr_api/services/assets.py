@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 
 from dandizarr_server.zarr_api.exceptions import Conflict, Forbidden, ValidationFailed
 from dandizarr_server.zarr_api.models import Asset, Dandiset, Version, ZarrArchive
-from dandizarr_server.zarr_api.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.permissions import Requester, require_writer, user_can_read
 from dandizarr_server.zarr_api.selectors.lookups import parse_zarr_id
 
 
@@ -17,13 +17,23 @@ def asset_create(
 ) -> Asset:
     require_writer(user, dandiset)
     parsed = parse_zarr_id(zarr_id)
-    archive = ZarrArchive.objects.filter(zarr_id=parsed).first() if parsed else None
-    if archive is None:
-        raise ValidationFailed(f"no zarr archive with zarr_id {zarr_id}")
+    archive = (
+        ZarrArchive.objects.select_related("dandiset").filter(zarr_id=parsed).first()
+        if parsed
+        else None
+    )
+    # An archive the user may not read is absent (the one rule, permissions.py): the very
+    # answer a missing id gets, or the refusal would confirm that a private archive exists and
+    # name the embargoed dandiset holding it.
+    if archive is None or not user_can_read(user, archive.dandiset):
+        raise ValidationFailed(
+            f"no zarr archive with zarr_id {zarr_id}", code="zarr_archive_not_found"
+        )
     if archive.dandiset_id != dandiset.pk:
         raise ValidationFailed(
             f"zarr archive {zarr_id} belongs to dandiset {archive.dandiset.identifier}, "
-            f"not {dandiset.identifier}"
+            f"not {dandiset.identifier}",
+            code="zarr_archive_in_another_dandiset",
         )
     draft = Version.objects.get(dandiset=dandiset, version=Version.DRAFT)
     try:
