@@ -17,11 +17,17 @@ from typing import Any
 from dandizarr.ome.documents import Documents, Node, join, nodes
 from dandizarr.ome.dtypes import dtype_name
 from dandizarr.ome.model import Axis, Channel, Collection, Image, Level, Problem, Summary
+from dandizarr.sharding.array_metadata import MAX_RANK
 
-# An uploader's document may list any number of images and channels: the description keeps
-# the first ones (each image is validated and drawn, each channel becomes a viewer layer).
+# An uploader's document may list any number of images, levels, channels, labels and members:
+# the description keeps the first ones (each image is validated and drawn, each level and
+# channel read, each channel becomes a viewer layer), so its work is bounded whatever a
+# megabyte of JSON declares. Axes: at most an array's rank (dandizarr.sharding's MAX_RANK).
 MAX_IMAGES = 64
+MAX_LEVELS = 32
 MAX_CHANNELS = 64
+MAX_LABELS = 64
+MAX_MEMBERS = 4096
 _HEX_COLOUR = re.compile(r"[0-9A-Fa-f]{6}")
 _DEFAULT_COLOURS = ("FFFFFF", "00FF00", "FF00FF", "00FFFF", "FF0000", "0000FF", "FFFF00")
 
@@ -85,6 +91,9 @@ def _version(node: Node, multiscale: Mapping[str, Any] | None = None) -> str | N
 def _axes(raw: Any, where: str, problems: list[Problem]) -> tuple[Axis, ...]:
     if not isinstance(raw, list):
         problems.append(Problem(where, "axes are missing or not a list"))
+        return ()
+    if len(raw) > MAX_RANK:
+        problems.append(Problem(where, f"{len(raw)} axes, more than an array has ({MAX_RANK})"))
         return ()
     axes = []
     for i, axis in enumerate(raw):
@@ -153,7 +162,11 @@ def _image(
     if not isinstance(datasets, list) or not datasets:
         problems.append(Problem(f"{where}/datasets", "no datasets (levels)"))
         datasets = []
-    for i, dataset in enumerate(datasets):
+    if len(datasets) > MAX_LEVELS:
+        problems.append(
+            Problem(f"{where}/datasets", f"{len(datasets)} levels: the first {MAX_LEVELS} read")
+        )
+    for i, dataset in enumerate(datasets[:MAX_LEVELS]):
         relative = _text(dataset.get("path")) if isinstance(dataset, Mapping) else None
         if relative is None:
             problems.append(Problem(f"{where}/datasets/{i}", "a dataset without a path"))
@@ -189,7 +202,7 @@ def _image(
     label_names = labels_node.ome.get("labels") if labels_node is not None else None
     labels = tuple(
         join(join(node.path, "labels"), name)
-        for name in (label_names if isinstance(label_names, list) else [])
+        for name in (label_names[:MAX_LABELS] if isinstance(label_names, list) else [])
         if isinstance(name, str)
     )
     return Image(
@@ -211,17 +224,25 @@ def _members(node: Node, kind: str) -> tuple[str, ...]:
     if kind == "plate":
         plate = ome.get("plate")
         wells = plate.get("wells") if isinstance(plate, Mapping) else None
-        found = [w.get("path") for w in wells or [] if isinstance(w, Mapping)]
+        found = [
+            w.get("path")
+            for w in (wells if isinstance(wells, list) else [])[:MAX_MEMBERS]
+            if isinstance(w, Mapping)
+        ]
     elif kind == "well":
         well = ome.get("well")
         images = well.get("images") if isinstance(well, Mapping) else None
-        found = [i.get("path") for i in images or [] if isinstance(i, Mapping)]
+        found = [
+            i.get("path")
+            for i in (images if isinstance(images, list) else [])[:MAX_MEMBERS]
+            if isinstance(i, Mapping)
+        ]
     elif kind == "labels":
         labels = ome.get("labels")
         found = labels if isinstance(labels, list) else []
     else:
         found = []
-    return tuple(join(node.path, p) for p in found if isinstance(p, str))
+    return tuple(join(node.path, p) for p in found[:MAX_MEMBERS] if isinstance(p, str))
 
 
 def describe(docs: Documents) -> Summary:

@@ -17,6 +17,8 @@ import numpy as np
 __all__ = [
     "CANONICAL_INT",
     "DATA_TYPES",
+    "MAX_EXTENT",
+    "MAX_RANK",
     "ArrayMetadata",
     "ChunkKeyEncoding",
     "fill_value_json",
@@ -46,6 +48,26 @@ DATA_TYPES: dict[str, np.dtype[Any]] = {
 # A chunk coordinate as chunk keys spell it: decimal, no sign, no leading zeros. Parsers accept
 # only this form, so one chunk has one key ("01" or "+1" would be a second name for chunk 1).
 CANONICAL_INT = re.compile(r"0|[1-9][0-9]*")
+
+# What an array's metadata may declare, whoever wrote it: at most 32 dimensions (tensorstore's
+# limit; numpy's is 64) and extents and chunk sizes that are int64s (what numpy and every
+# reader index with). Metadata is an uploader's: past these it is refused, never iterated.
+MAX_RANK = 32
+MAX_EXTENT = 2**63 - 1
+
+
+def metadata_ints(value: Any, what: str) -> tuple[int, ...]:
+    """A list of JSON integers (``shape``, ``chunk_shape``), checked against MAX_RANK and
+    MAX_EXTENT; a ValueError naming ``what`` otherwise."""
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(n, int | np.integer) and not isinstance(n, bool) for n in value
+    ):
+        raise ValueError(f"{what} must be a list of integers")
+    if len(value) > MAX_RANK:
+        raise ValueError(f"{what} has {len(value)} dimensions, more than {MAX_RANK}")
+    if any(abs(int(n)) > MAX_EXTENT for n in value):
+        raise ValueError(f"{what} has an extent past {MAX_EXTENT} (an int64)")
+    return tuple(int(n) for n in value)
 
 
 @dataclass(frozen=True)
@@ -150,6 +172,8 @@ class ArrayMetadata:
     dimension_names: list[str | None] | None = None
 
     def __post_init__(self) -> None:
+        metadata_ints(self.shape, "shape")
+        metadata_ints(self.chunk_shape, "chunk shape")
         if len(self.chunk_shape) != len(self.shape):
             raise ValueError(f"chunk shape {self.chunk_shape} does not match shape {self.shape}")
         if any(c <= 0 for c in self.chunk_shape) or any(s < 0 for s in self.shape):
@@ -177,9 +201,9 @@ class ArrayMetadata:
             if name not in _KNOWN_FIELDS and not optional:
                 raise ValueError(f"unsupported metadata field {name!r}")
         return cls(
-            shape=tuple(int(n) for n in doc["shape"]),
+            shape=metadata_ints(doc["shape"], "shape"),
             dtype=dtype,
-            chunk_shape=tuple(int(n) for n in grid["configuration"]["chunk_shape"]),
+            chunk_shape=metadata_ints(grid["configuration"]["chunk_shape"], "chunk_shape"),
             fill_value=parse_fill_value(doc.get("fill_value"), dtype),
             codecs=[dict(c) if isinstance(c, Mapping) else {"name": c} for c in doc["codecs"]],
             chunk_key_encoding=ChunkKeyEncoding.from_json(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, TypeVar
 
@@ -256,3 +256,26 @@ class CachedTree:
     def forget(self) -> None:
         """This update wrote but did not commit: storage may be ahead of every cached version."""
         self.cache.forget(self.tree.zarr_id)
+
+
+def absent_files(tree: ListingSource, paths: Collection[str]) -> set[str]:
+    """Which of ``paths`` are no file of ``tree``: their directory (or one above it) has no
+    listing, or its listing does not name them. Parents are read before children, so an
+    absent directory answers for everything below it (a sparse array's never-written chunks
+    cost listing reads of the directories that exist, not a storage read each)."""
+    directories: set[str] = set()
+    for path in paths:
+        parent = path.rpartition("/")[0]
+        while parent not in directories:
+            directories.add(parent)
+            if not parent:
+                break
+            parent = parent.rpartition("/")[0]
+    listings = tree.read_many(sorted(directories, key=depth))
+    absent = set()
+    for path in paths:
+        directory, _, name = path.rpartition("/")
+        listing = listings[directory]
+        if listing is None or name not in listing.files:
+            absent.add(path)
+    return absent

@@ -13,7 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from dandizarr.sharding.array_metadata import CANONICAL_INT, DATA_TYPES, ChunkKeyEncoding
+from dandizarr.sharding.array_metadata import (
+    CANONICAL_INT,
+    DATA_TYPES,
+    ChunkKeyEncoding,
+    metadata_ints,
+)
 
 __all__ = [
     "METADATA_NAMES",
@@ -125,9 +130,10 @@ class ChunkGrid:
 
 
 def _int_tuple(value: Any, what: str, source: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(is_plain_int(v) for v in value):
-        raise PackingError(f"{source}: {what} must be a list of integers, got {value!r}")
-    return tuple(value)
+    try:
+        return metadata_ints(value, what)
+    except ValueError as error:
+        raise PackingError(f"{source}: {error}") from None
 
 
 def _v2_itemsize(dtype: Any, source: str) -> int:
@@ -159,8 +165,8 @@ def grid_from_metadata(array_path: str, metadata_name: str, data: bytes) -> Chun
         raise PackingError(f"{source}: not a Zarr metadata file name")
     try:
         doc = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise PackingError(f"{source}: not valid JSON ({error})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise PackingError(f"{source}: not valid JSON ({type(error).__name__})") from None
     if not isinstance(doc, dict):
         raise PackingError(f"{source}: metadata must be a JSON object")
     if metadata_name == ".zarray":

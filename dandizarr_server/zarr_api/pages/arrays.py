@@ -18,6 +18,7 @@ from dandizarr.sharding.array_metadata import (
     DATA_TYPES,
     ArrayMetadata,
     ChunkKeyEncoding,
+    metadata_ints,
     parse_fill_value,
 )
 from dandizarr.sharding.codec_registry import pipeline_from_json
@@ -71,9 +72,10 @@ def _codec_text(name: str, config: Mapping[str, Any]) -> str:
 
 
 def _ints(value: Any, what: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(isinstance(n, int) for n in value):
-        raise Unsupported(f"{what} must be a list of integers, got {value!r}")
-    return tuple(value)
+    try:
+        return metadata_ints(value, what)
+    except ValueError as error:
+        raise Unsupported(str(error)) from None
 
 
 def _v2_metadata(doc: Mapping[str, Any], shape: tuple[int, ...]) -> ArrayMetadata:
@@ -152,7 +154,7 @@ def describe(path: str, name: str, raw: bytes) -> ArrayInfo | None:
     """The array whose metadata file ``path/name`` holds ``raw``; None for a group."""
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(doc, dict):
         return None
@@ -218,6 +220,15 @@ def read_geometry(metadata: ArrayMetadata) -> ReadGeometry:
     return ReadGeometry(shape, None, 0)
 
 
+def _blocks_spanned(pixels: Sequence[int], size: int) -> int:
+    """How many blocks of ``size`` the pixels fall in. A whole side is a ``range`` as long as
+    the metadata declares (10**30 is a valid JSON number): counted arithmetically, never
+    iterated. Strided pixels are at most PREVIEW_SIDE."""
+    if isinstance(pixels, range) and pixels.step == 1:
+        return (pixels.stop - 1) // size - pixels.start // size + 1 if pixels else 0
+    return len({p // size for p in pixels})
+
+
 def _read_cost(
     metadata: ArrayMetadata, rows: Sequence[int], cols: Sequence[int]
 ) -> tuple[int, int, int]:
@@ -227,7 +238,7 @@ def _read_cost(
     geometry = read_geometry(metadata)
 
     def spanned(block: Sequence[int]) -> int:
-        return len({r // block[-2] for r in rows}) * len({c // block[-1] for c in cols})
+        return _blocks_spanned(rows, block[-2]) * _blocks_spanned(cols, block[-1])
 
     chunks = spanned(geometry.chunk)
     shards = spanned(geometry.shard) if geometry.shard is not None else 0
@@ -255,8 +266,8 @@ class PlanePlan:
     """The pixels of the middle plane a preview reads: every one, or (a plane too large to read
     whole) evenly strided rows and columns, as many as the budget's chunks allow."""
 
-    rows: tuple[int, ...]
-    cols: tuple[int, ...]
+    rows: Sequence[int]  # a range when whole
+    cols: Sequence[int]
     whole: bool
 
 
@@ -273,7 +284,7 @@ def plane_plan(metadata: ArrayMetadata) -> PlanePlan | None:
     """What a preview of the middle plane reads, within the budget; None when nothing does."""
     height, width = metadata.shape[-2:]
     if _within_budget(plane_read_cost(metadata)):
-        return PlanePlan(tuple(range(height)), tuple(range(width)), True)
+        return PlanePlan(range(height), range(width), True)
     longest = max(height, width)
     side = min(longest, PREVIEW_SIDE)
     while side >= MIN_STRIDED_SIDE:

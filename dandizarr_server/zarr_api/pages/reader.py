@@ -17,12 +17,14 @@ from dandizarr.objectstore import ObjectStore
 from dandizarr.sharding.store import ObjectStoreKV, RangeRead
 from dandizarr_server.zarr_api.exceptions import NotFound
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree_cached
 from dandizarr_server.zarr_api.selectors.file_bytes import file_location
 from dandizarr_server.zarr_api.selectors.shard_members import (
     MemberLocation,
     member_location,
     member_locations,
 )
+from dandizarr_server.zarr_api.tree import absent_files
 
 # A path that is no file of the version read (a chunk never written: the fill value).
 _ABSENT = MemberLocation("", 0, 0)
@@ -54,7 +56,9 @@ class ArchiveFiles:
         if self.archive.as_of is not None:
             return  # a version's files are found one by one (version_trees)
         if self.archive.layout == ZarrArchive.Layout.LOOSE:
-            self._locations.update(dict.fromkeys(wanted))
+            # Files the tree does not name are not asked of storage (a sparse array's chunks).
+            absent = absent_files(archive_tree_cached(self.archive), wanted)
+            self._locations.update({p: _ABSENT if p in absent else None for p in wanted})
             return
         self._locations.update(dict.fromkeys(wanted))
         self._locations.update(member_locations(self.archive, wanted))

@@ -1,0 +1,325 @@
+"""No stranger's metadata can hurt the service: a corpus of hostile array and OME documents
+(200 bytes declaring 10**30 pixels, 64 dimensions, a shard of 2**40 inner chunks, zero and
+negative extents, multiscales whose levels are such arrays, JSON nested a million deep or
+larger than any document read) walked through every anonymous read route. Each answers a clear
+4xx or a bounded page, quickly, with the process's memory growth bounded: every number from
+metadata is used arithmetically or after a bound (dandizarr.sharding.array_metadata's
+MAX_RANK and MAX_EXTENT, dandizarr.ome's MAX_* limits), never as a loop count.
+
+Like the privacy walk, every route of the project is in ``ROUTES``: walked here, or named as
+reading no user metadata. A route added to the project and not here fails the walk.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.support.api import Actor, create_archive, upload
+from tests.support.routes import project_routes, route_url
+
+# How long one anonymous request may take, and how much the process may grow over a walk. A
+# request that hangs is stopped at HANG_SECONDS (a failure, not a stuck suite).
+REQUEST_SECONDS = 2.0
+HANG_SECONDS = 20
+GROWTH_BYTES = 200 << 20
+
+
+def v3_array(shape: Any, chunks: Any, codecs: Any = None, **extra: Any) -> bytes:
+    return json.dumps(
+        {
+            "zarr_format": 3, "node_type": "array", "shape": shape, "data_type": "uint8",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+            "codecs": codecs or [{"name": "bytes"}], **extra,
+        }
+    ).encode()  # fmt: skip
+
+
+def v2_array(shape: Any, chunks: Any) -> bytes:
+    return json.dumps(
+        {
+            "zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": "|u1",
+            "compressor": None, "fill_value": 0, "order": "C", "filters": None,
+        }
+    ).encode()  # fmt: skip
+
+
+def sharded(shape: list[int], shard: list[int], inner: list[int]) -> bytes:
+    codec = {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": inner,
+            "codecs": [{"name": "bytes"}],
+            "index_codecs": [{"name": "bytes"}, {"name": "crc32c"}],
+        },
+    }
+    return v3_array(shape, shard, [codec])
+
+
+def deep_json(depth: int) -> bytes:
+    return (
+        b'{"zarr_format": 3, "node_type": "array", "shape": ' + b"[" * depth + b"]" * depth + b"}"
+    )
+
+
+def multiscales(levels: list[str], axes: int, channels: int = 0, scales: bool = True) -> bytes:
+    """An NGFF 0.4 ``.zattrs``: one image of ``levels``, ``axes`` axes, ``channels`` channels."""
+    transforms = [{"type": "scale", "scale": [1] * axes}] if scales else None
+    datasets = [
+        {"path": path, **({"coordinateTransformations": transforms} if transforms else {})}
+        for path in levels
+    ]
+    image = {
+        "version": "0.4",
+        "axes": [{"name": f"a{i}", "type": "space"} for i in range(axes)],
+        "datasets": datasets,
+    }
+    omero = {"channels": [{"label": f"c{i}", "color": "FF00FF"} for i in range(channels)]}
+    return json.dumps({"multiscales": [image], "omero": omero}).encode()
+
+
+# Each archive of the corpus: {path: bytes}.
+ARRAYS = {
+    "huge/zarr.json": v3_array([10**30, 10**30], [64, 64]),
+    "huge2/.zarray": v2_array([10**30, 10**30], [64, 64]),
+    "ones/zarr.json": v3_array([2**62, 2**62], [1, 1]),
+    "cube/zarr.json": v3_array([10**20] * 3, [64] * 3),
+    "rank64/zarr.json": v3_array([2] * 64, [1] * 64),
+    "rank64v2/.zarray": v2_array([2] * 64, [1] * 64),
+    "shard40/zarr.json": sharded([2**20, 2**20], [2**20, 2**20], [1, 1]),
+    "zero/zarr.json": v3_array([0, 10], [0, 1]),
+    "negative/zarr.json": v3_array([-5, 10], [1, 1]),
+    "negative2/.zarray": v2_array([10, -5], [-1, 1]),
+    "float/zarr.json": v3_array([1e300, 1.5], [64, 64]),
+}
+CORPUS: dict[str, dict[str, bytes]] = {
+    "arrays": {".zgroup": b'{"zarr_format": 2}', **ARRAYS},
+    # An OME image whose levels are the hostile arrays (v2 .zattrs at the root).
+    "ome-levels": {
+        ".zgroup": b'{"zarr_format": 2}',
+        ".zattrs": multiscales([p.rpartition("/")[0] for p in ARRAYS], axes=2),
+        **ARRAYS,
+    },
+    # A .zattrs under a megabyte: 15,000 axes and 15,000 levels (a quadratic bomb for anything
+    # that builds a per-axis list per level).
+    "ome-wide": {
+        ".zgroup": b'{"zarr_format": 2}',
+        ".zattrs": multiscales(["ones"] * 15_000, axes=15_000, scales=False),
+        "ones/zarr.json": ARRAYS["ones/zarr.json"],
+    },
+    # 8,000 channels and 61 images' worth of levels in one document.
+    "ome-channels": {
+        ".zgroup": b'{"zarr_format": 2}',
+        ".zattrs": multiscales(["ones"] * 64, axes=2, channels=8_000),
+        "ones/zarr.json": ARRAYS["ones/zarr.json"],
+    },
+    "deep": {
+        ".zgroup": b'{"zarr_format": 2}',
+        ".zattrs": b'{"multiscales": ' + b"[" * 200_000 + b"]" * 200_000 + b"}",
+        "a/zarr.json": deep_json(200_000),
+        "b/.zarray": b"[" * 200_000 + b"]" * 200_000,
+    },
+    "large": {
+        ".zgroup": b'{"zarr_format": 2}',
+        ".zattrs": b'{"pad": "' + b"x" * (3 << 20) + b'"}',
+        "a/zarr.json": v3_array([8, 8], [8, 8], attributes={"pad": "x" * (3 << 20)}),
+    },
+}
+
+# Every route of the project: how the walk reaches it, or why it reads no user metadata.
+WALKED = "walked"
+ROUTES = {
+    "page-archive": WALKED,
+    "page-tree-root": WALKED,
+    "page-tree": WALKED,
+    "page-preview": WALKED,
+    "zarr-ome": WALKED,
+    "zarr-manifest": WALKED,
+    "zarr-manifest-json": WALKED,
+    "zarr-read-root": WALKED,
+    "zarr-read": WALKED,
+    "zarr-tree-root": WALKED,
+    "zarr-tree": WALKED,
+    "zarr-files": WALKED,
+    "zarr-file": WALKED,
+    "zarr-path": WALKED,
+    "zarr": WALKED,
+    "neuroglancer-viewer": WALKED,  # the links the archive's images and arrays get
+    "page-home": WALKED,
+    # Routes that read no array or OME metadata (rows, storage objects as bytes, the service).
+    "zarr-list": "rows",
+    "version": "rows",
+    "version-info": "rows",
+    "asset-info": "rows",
+    "dandiset": "rows",
+    "dandiset-list": "rows",
+    "version-list": "rows",
+    "asset-list": "rows",
+    "asset": "rows",
+    "zarr-versions": "rows",
+    "zarr-version": "rows",
+    "zarr-version-changes": "rows",
+    "zarr-batch": "rows",
+    "zarr-finalize": "a write",
+    "zarr-ingest": "a write",
+    "zarr-upload": "a write",
+    "zarr-upload-add": "a write",
+    "zarr-complete": "a write",
+    "zarr-pack": "a write",
+    "zarr-version-reset": "a write",
+    "unembargo": "a write",
+    "publish": "a write",
+    "schema": "the service",
+    "docs": "the service",
+    "server-info": "the service",
+    "auth-token": "the service",
+    "info": "the service",
+    "healthz": "the service",
+    "readyz": "the service",
+    "metrics": "the service",
+    "neuroglancer": "the service",
+    "neuroglancer-file": "the service",
+    "local-storage-object": "signed storage bytes",
+}
+
+
+def test_every_route_is_in_the_corpus_walk() -> None:
+    names = project_routes()
+    assert names - set(ROUTES) == set(), "new routes: add them to ROUTES, walked or why not"
+    assert set(ROUTES) - names == set(), "ROUTES names routes the project no longer has"
+
+
+class Hung(Exception):
+    pass
+
+
+@pytest.fixture
+def hang_alarm() -> Iterator[None]:
+    """A request still running after HANG_SECONDS raises in it (the walk fails, not hangs)."""
+
+    def hung(signum: int, frame: Any) -> None:
+        raise Hung(f"a request ran past {HANG_SECONDS} s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _directories(files: dict[str, bytes]) -> list[str]:
+    found = {p.rpartition("/")[0] for p in files if "/" in p}
+    return sorted(found)
+
+
+def _walk_urls(zarr_id: str, files: dict[str, bytes]) -> Iterator[tuple[str, str]]:
+    values = {"zarr_id": zarr_id, "path": "", "key": ""}
+    yield "page-home", route_url("page-home", values)
+    yield "zarr", route_url("zarr", values)
+    for name in ("page-archive", "page-tree-root", "zarr-ome", "zarr-manifest"):
+        yield name, route_url(name, values)
+    yield "zarr-manifest-json", route_url("zarr-manifest-json", values)
+    yield "zarr-read-root", route_url("zarr-read-root", values)
+    yield "zarr-tree-root", route_url("zarr-tree-root", values)
+    yield "zarr-files", route_url("zarr-files", values) + "?recursive=true"
+    yield "page-preview", route_url("page-preview", values)
+    for directory in _directories(files):
+        at = {**values, "path": directory + "/", "key": directory + "/"}
+        yield "page-tree", route_url("page-tree", at)
+        yield "zarr-read", route_url("zarr-read", at)
+        yield "zarr-tree", route_url("zarr-tree", {**values, "path": directory})
+        yield "zarr-path", route_url("zarr-path", {**values, "path": directory + "/"})
+        yield "page-preview", route_url("page-preview", values) + f"?array={directory}"
+    for path in files:
+        yield "zarr-file", route_url("zarr-file", {**values, "path": path})
+        yield "zarr-read", route_url("zarr-read", {**values, "key": path})
+
+
+def _get(client: Client, url: str) -> tuple[Any, float]:
+    started = time.perf_counter()
+    signal.alarm(HANG_SECONDS)
+    try:
+        response = client.get(url)
+        if response.streaming:
+            b"".join(response.streaming_content)
+    finally:
+        signal.alarm(0)
+    return response, time.perf_counter() - started
+
+
+def _neuroglancer_links(client: Client, zarr_id: str) -> list[str]:
+    summary = client.get(route_url("zarr-ome", {"zarr_id": zarr_id}))
+    if summary.status_code != 200:
+        return []
+    return [i["neuroglancer_url"] for i in summary.json()["images"] if i.get("neuroglancer_url")]
+
+
+def test_the_corpus_documents_are_read_whole() -> None:
+    """Each document but "large"'s is under the size a scan reads (else it tests nothing)."""
+    from dandizarr_server.zarr_api.pages.arrays import MAX_METADATA_BYTES
+
+    for case, files in CORPUS.items():
+        for path, data in files.items():
+            big = case == "large" and path != ".zgroup"
+            assert (len(data) > MAX_METADATA_BYTES) == big, (case, path)
+
+
+@pytest.mark.parametrize("case", sorted(CORPUS))
+def test_hostile_metadata_on_every_anonymous_read_route(
+    case: str, owner: Actor, dandiset: str, s3_storage: str, settings: Any, hang_alarm: None
+) -> None:
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {
+            **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
+            "expensive_anon": "100000/min",
+        },
+    }
+    files = CORPUS[case]
+    zarr_id = create_archive(owner, dandiset, f"{case}.zarr", layout="loose")
+    assert upload(owner.client, zarr_id, files).status_code == 200
+    anonymous = Client()
+    before = _peak_rss()
+    seen: dict[str, int] = {}
+    slow: list[str] = []
+    walked: set[str] = set()
+    for name, url in _walk_urls(zarr_id, files):
+        response, seconds = _get(anonymous, url)
+        walked.add(name)
+        assert response.status_code < 500, (url, response.status_code, response.content[:500])
+        if response.status_code >= 400 and response.get("Content-Type", "").startswith("app"):
+            assert response.json().get("detail"), (url, response.content[:300])
+        if seconds > REQUEST_SECONDS:
+            slow.append(f"{url}: {seconds:.2f} s")
+        seen[url] = response.status_code
+    for link in _neuroglancer_links(anonymous, zarr_id):
+        walked.add("neuroglancer-viewer")
+        response, seconds = _get(anonymous, link.split("#", 1)[0])
+        assert response.status_code < 500, (link[:200], response.status_code)
+        assert len(link) < 1 << 20, "a viewer link is bounded"
+    growth = _peak_rss() - before
+    assert slow == [], f"answered slowly: {slow}"
+    assert growth < GROWTH_BYTES, f"the process grew by {growth >> 20} MiB"
+    assert walked >= {n for n, how in ROUTES.items() if how == WALKED} - {"neuroglancer-viewer"}
+    # The page answers, and each hostile plain array is a clear "no preview" (an OME image's
+    # levels are no plain arrays: their previews are the image's).
+    page = anonymous.get(route_url("page-archive", {"zarr_id": zarr_id}))
+    assert page.status_code == 200
+    for directory in _directories(files):
+        preview = anonymous.get(
+            route_url("page-preview", {"zarr_id": zarr_id}) + f"?array={directory}"
+        )
+        assert preview.status_code in (200, 404), (directory, preview.status_code)
+        if case == "arrays" and directory in {"huge", "huge2", "cube", "rank64"}:
+            assert b"no preview" in preview.content, (directory, preview.content[:200])
