@@ -132,8 +132,11 @@ DANDIZARR_METRICS_TOKEN = env("DANDIZARR_METRICS_TOKEN")
 # keep their metrics, so one scrape sees them all (prometheus-client's multiprocess mode, which
 # reads this variable itself; an empty directory made at start).
 PROMETHEUS_MULTIPROC_DIR = env("PROMETHEUS_MULTIPROC_DIR")
-# A Celery worker serves its own metrics on this port (0: none; dandizarr_server.task_metrics).
+# A Celery worker serves its own metrics on this port (0: none; dandizarr_server.task_metrics),
+# at this address: loopback, as nothing stands in front of it to decide who may read; widen it
+# (0.0.0.0) where only a private network reaches the worker, as under compose.
 DANDIZARR_WORKER_METRICS_PORT = env_int("DANDIZARR_WORKER_METRICS_PORT", 0)
+DANDIZARR_WORKER_METRICS_ADDRESS = env_str("DANDIZARR_WORKER_METRICS_ADDRESS", "127.0.0.1")
 
 # --- Login attempts (django-axes) -------------------------------------------------------------
 # /admin/login/: after DANDIZARR_LOGIN_FAILURE_LIMIT failures an account, and apart from that

@@ -66,6 +66,8 @@ class S3ObjectStore(ObjectStore):
         presign_endpoint_url: str | None = None,
         max_pool_connections: int = 64,
         concurrency: int = 32,
+        timeout: float = 60,  # seconds a connection or a read may wait (botocore's default)
+        retries: int = s3_puts.RETRIES,  # of a failed request, after its first try
     ) -> None:
         self.bucket = bucket
         self.endpoint_url = endpoint_url
@@ -77,13 +79,19 @@ class S3ObjectStore(ObjectStore):
             aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key
         )
         use_fast_listing(self._session._session)
+        limits = Config(
+            connect_timeout=timeout,
+            read_timeout=timeout,
+            # botocore's "max_attempts" here counts the retries, not the first try.
+            retries={"mode": "standard", "max_attempts": retries},
+        )
         self.client = self._make_client(
-            self._session, endpoint_url, region, max(max_pool_connections, concurrency)
+            self._session, endpoint_url, region, max(max_pool_connections, concurrency), limits
         )
         # Signing is local computation, but the signature covers the Host header: URLs handed to
         # clients must be signed for the address the clients use.
         self.presign_client = (
-            self._make_client(self._session, presign_endpoint_url, region, 1)
+            self._make_client(self._session, presign_endpoint_url, region, 1, limits)
             if presign_endpoint_url
             else self.client
         )
@@ -98,6 +106,7 @@ class S3ObjectStore(ObjectStore):
         endpoint_url: str | None,
         region: str,
         max_pool_connections: int,
+        limits: Config,
     ) -> S3Client:
         config = Config(
             region_name=region,
@@ -105,14 +114,13 @@ class S3ObjectStore(ObjectStore):
             signature_version="s3v4",
             # Batch methods run ``concurrency`` requests at once; a smaller pool would queue them.
             max_pool_connections=max_pool_connections,
-            retries={"mode": "standard", "max_attempts": s3_puts.RETRIES},
             # Custom endpoints (MinIO, moto) have no per-bucket DNS names.
             s3={"addressing_style": "path" if endpoint_url else "auto"},
             # The newer default adds CRC32 checksum headers to uploads and presigned URLs, which
             # S3-compatible servers do not all accept; integrity comes from Content-MD5 instead.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
-        )
+        ).merge(limits)
         client: S3Client = session.client("s3", endpoint_url=endpoint_url, config=config)
         return client
 

@@ -16,6 +16,9 @@ CHECKSUMS_ROOT = "zarr_checksums/"
 # Since when the bucket keeps replaced objects (ISO time), written when versioning is turned on
 # (dandizarr_server.zarr_api.services.publishing.storage_versioning_since). Outside every archive.
 VERSIONING_SINCE_KEY = "dandizarr/versioning-since"
+# What the readiness probe asks storage about (/readyz): a key every backend accepts, outside
+# every archive, never written (absent is an answer too).
+READINESS_PROBE_KEY = "dandizarr/readiness-probe"
 # Every top-level prefix an archive's objects live under.
 ARCHIVE_ROOTS = (FILES_ROOT, CHECKSUMS_ROOT, SHARDS_ROOT)
 

@@ -37,11 +37,14 @@ STREAM_BLOCK = 8 << 20
 
 _lock = threading.Lock()
 _store: ObjectStore | None = None
+_probe_stores: dict[float, ObjectStore] = {}
 
 
-def build_store() -> ObjectStore:
-    """A new store from the current settings."""
+def build_store(*, timeout: float | None = None) -> ObjectStore:
+    """A new store from the current settings; ``timeout``: each request to a remote store
+    gives up after that many seconds, at its first failure (no retries)."""
     if settings.DANDIZARR_STORAGE == "s3":
+        limits: dict[str, Any] = {"timeout": timeout, "retries": 0} if timeout else {}
         return S3ObjectStore(
             settings.DANDIZARR_S3_BUCKET,
             endpoint_url=settings.DANDIZARR_S3_ENDPOINT_URL,
@@ -51,6 +54,7 @@ def build_store() -> ObjectStore:
             presign_endpoint_url=settings.DANDIZARR_S3_PRESIGN_ENDPOINT_URL,
             max_pool_connections=settings.DANDIZARR_S3_MAX_POOL_CONNECTIONS,
             concurrency=settings.DANDIZARR_STORAGE_CONCURRENCY,
+            **limits,
         )
     if settings.DANDIZARR_STORAGE == "local":
         local = LocalObjectStore(
@@ -78,10 +82,25 @@ def get_store() -> ObjectStore:
     return store
 
 
+def get_probe_store(timeout: float) -> ObjectStore:
+    """A store that asks whether storage answers and gives up after ``timeout`` seconds (the
+    readiness probe's): the shared store's requests wait and retry for minutes, which a probe
+    must not. One per process and timeout, built on first use; a local store's requests are
+    system calls, with no timeout to set: the shared store."""
+    if not get_store().remote:
+        return get_store()
+    store = _probe_stores.get(timeout)
+    if store is None:
+        with _lock:
+            store = _probe_stores.setdefault(timeout, build_store(timeout=timeout))
+    return store
+
+
 def reset_store_cache() -> None:
     global _store
     with _lock:
         _store = None
+        _probe_stores.clear()
 
 
 @receiver(setting_changed)

@@ -16,6 +16,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,6 +169,18 @@ class SeaweedS3:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The server stopped (SIGSTOP), as hung storage looks: the kernel still accepts its
+        connections, nothing answers. Resumed after, whatever happened, so the session's other
+        tests keep their server."""
+        assert self.process is not None and self.process.poll() is None
+        os.killpg(self.process.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.killpg(self.process.pid, signal.SIGCONT)
 
     def create_bucket(self, name: str) -> str:
         self.client().create_bucket(Bucket=name)

@@ -3,12 +3,17 @@ counters, for allowed networks or a bearer token; 404 to anyone else."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import socket
 from typing import Any
 
+import requests
 from django.test import Client
 
+from dandizarr_server.task_metrics import serve_worker_metrics
 from tests.support.api import Actor, md5, upload
+from tests.support.processes import free_port
 
 
 def _value(text: str, name: str, labels: str = "") -> float:
@@ -73,3 +78,45 @@ def test_the_dashboard_charts_only_metrics_the_service_has() -> None:
         m.name + suffix for m in families for suffix in ("", "_total", "_bucket", "_count")
     }
     assert used and used <= known, used - known
+
+
+def test_behind_a_proxy_metrics_go_by_the_address_the_proxy_saw(db: None, settings: Any) -> None:
+    """Behind a TLS proxy every connection comes from the proxy's own (loopback) address: the
+    client's is the entry the proxy appended (dandizarr_server.client_address), for /metrics as
+    for every per-address limit."""
+    settings.DANDIZARR_TLS_PROXY = True
+    proxy = Client(REMOTE_ADDR="127.0.0.1")
+    assert proxy.get("/metrics", HTTP_X_FORWARDED_FOR="203.0.113.9").status_code == 404
+    # A client's own entry before the proxy's is its own words.
+    assert proxy.get("/metrics", HTTP_X_FORWARDED_FOR="127.0.0.1, 203.0.113.9").status_code == 404
+    assert proxy.get("/metrics").status_code == 200  # scraped directly, past the proxy
+    settings.DANDIZARR_METRICS_NETWORKS = [ipaddress.ip_network("10.0.0.0/8")]
+    assert proxy.get("/metrics", HTTP_X_FORWARDED_FOR="10.1.2.3").status_code == 200
+
+
+def _accepts(address: str, port: int) -> bool:
+    try:
+        socket.create_connection((address, port), timeout=5).close()
+    except ConnectionRefusedError:
+        return False
+    return True
+
+
+def test_a_workers_metrics_listen_on_loopback_unless_widened(settings: Any) -> None:
+    """A Celery worker's own metrics endpoint answers on 127.0.0.1 only, by default (127.0.0.2 is
+    this machine too, an address other than the one bound: a wildcard bind would accept it);
+    DANDIZARR_WORKER_METRICS_ADDRESS widens it, e.g. for a scraper in another container."""
+    for address, widened in (("127.0.0.1", False), ("0.0.0.0", True)):
+        settings.DANDIZARR_WORKER_METRICS_ADDRESS = address
+        settings.DANDIZARR_WORKER_METRICS_PORT = port = free_port()
+        server = serve_worker_metrics()
+        assert server is not None
+        try:
+            served = requests.get(f"http://127.0.0.1:{port}/", timeout=10)
+            assert b"dandizarr_tasks_total" in served.content
+            assert _accepts("127.0.0.2", port) is widened
+        finally:
+            server.shutdown()
+            server.server_close()
+    settings.DANDIZARR_WORKER_METRICS_PORT = 0
+    assert serve_worker_metrics() is None
