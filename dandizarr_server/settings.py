@@ -248,11 +248,15 @@ REST_FRAMEWORK = {
     # ASCII JSON (non-ASCII as \\uXXXX): an error that echoes a path with a lone surrogate
     # must still encode, and JSON parsers read it back as the same string.
     "UNICODE_JSON": False,
-    # The expensive reads' limits (dandizarr_server.zarr_api.throttles): per address, per account.
+    # Rate limits (dandizarr_server.zarr_api.throttles): expensive reads per address and per
+    # account, invalid tokens per address, publishes per account.
     "DEFAULT_THROTTLE_RATES": {
         "expensive_anon": env_str("DANDIZARR_THROTTLE_ANON", "300/min"),
         "expensive_user": env_str("DANDIZARR_THROTTLE_USER", "1200/min"),
         "token_failures": env_str("DANDIZARR_TOKEN_FAILURE_RATE", "30/min"),
+        # Per account: each publish makes a version of every archive in the draft, history
+        # nothing removes (a million-file archive's costs the database up to 30 s).
+        "publishes": env_str("DANDIZARR_THROTTLE_PUBLISHES", "30/hour"),
     },
 }
 

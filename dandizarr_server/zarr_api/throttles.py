@@ -1,11 +1,15 @@
-"""Rate limits of the expensive reads: previews, archive and tree pages, /zarr/ directory
-listings, manifests, recursive file listings (the API's ``files/?recursive=true`` and the
-DANDI ``files/?prefix=`` listing). Anonymous visitors are counted per address, users per
-account, with DRF's throttles (their counts live in Django's cache) and rates from the settings
-(``DANDIZARR_THROTTLE_ANON``, ``DANDIZARR_THROTTLE_USER``); an address is what
-``dandizarr_server.client_address`` says (never a client's own ``X-Forwarded-For``).
+"""Rate limits of publishing (below) and of the expensive reads: previews, archive and tree
+pages, /zarr/ directory listings, manifests, recursive file listings (the API's
+``files/?recursive=true`` and the DANDI ``files/?prefix=`` listing). Anonymous visitors are
+counted per address, users per account, with DRF's throttles (their counts live in Django's
+cache) and rates from the settings (``DANDIZARR_THROTTLE_ANON``, ``DANDIZARR_THROTTLE_USER``);
+an address is what ``dandizarr_server.client_address`` says (never a client's own
+``X-Forwarded-For``).
 Chunk reads are not limited: a viewer such as Neuroglancer makes thousands of them, and each
 is one storage read.
+
+Publishing is limited per account too (``PUBLISH_THROTTLES``, ``DANDIZARR_THROTTLE_PUBLISHES``):
+each publish makes a version of every archive in the draft, history nothing removes.
 
 The API's views list ``EXPENSIVE_READ_THROTTLES`` (or ``expensive_read_throttles`` when only
 some of their requests are expensive); the pages and ``/zarr/`` are plain Django
@@ -53,6 +57,15 @@ EXPENSIVE_READ_THROTTLES: list[type[BaseThrottle]] = [
     AnonExpensiveReadThrottle,
     UserExpensiveReadThrottle,
 ]
+
+
+class PublishThrottle(LiveRate, UserRateThrottle):
+    """Per account (a request without credentials is refused before it is counted)."""
+
+    scope = "publishes"
+
+
+PUBLISH_THROTTLES: list[type[BaseThrottle]] = [PublishThrottle]
 
 
 def expensive_read_throttles(request: HttpRequest, expensive: bool) -> list[BaseThrottle]:

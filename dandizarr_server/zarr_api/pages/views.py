@@ -27,6 +27,9 @@ from dandizarr_server.zarr_api.selectors.lookups import annotated_archive_get, a
 from dandizarr_server.zarr_api.throttles import throttled
 
 PAGE_SIZE = 200
+# The archive and tree pages link this many of the newest versions; the older ones through the
+# API's paged list (an archive may be published without end).
+PAGE_VERSIONS = 20
 
 
 def _not_found_as_404(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -108,7 +111,7 @@ def _archive_context(request: HttpRequest, zarr_id: str, path: str) -> dict[str,
         "archive": archive,
         # A version's figures when the page is of a version, else the draft's.
         "shown": {"checksum": held.checksum, "file_count": held.file_count, "size": held.size},
-        "versions": list(archive_versions(archive)),
+        **_versions_shown(archive),
         "status": _status(archive),
         "service_url": _service_url(request),
         "crumbs": _crumbs(node.path),
@@ -119,6 +122,14 @@ def _archive_context(request: HttpRequest, zarr_id: str, path: str) -> dict[str,
     else:
         context["directory"] = reads.directory_page(node, _page_number(request), PAGE_SIZE)
     return context
+
+
+def _versions_shown(archive: Any) -> dict[str, Any]:
+    """The newest ``PAGE_VERSIONS`` versions, oldest of them first, and how many are older."""
+    versions = archive_versions(archive)
+    newest = list(versions.order_by("-number")[:PAGE_VERSIONS])[::-1]
+    older = versions.count() - len(newest) if len(newest) == PAGE_VERSIONS else 0
+    return {"versions": newest, "older_versions": older}
 
 
 def _crumbs(path: str) -> list[tuple[str, str]]:

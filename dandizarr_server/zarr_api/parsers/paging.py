@@ -7,8 +7,14 @@ otherwise), at least 1, capped at ``maximum``; anything else a 400 naming the pa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rest_framework.settings import api_settings
 
 from dandizarr_server.zarr_api.exceptions import ValidationFailed
+
+# The most entries a page of a list holds, whatever ``page_size`` asks for.
+PAGE_SIZE_MAX = 1000
 
 
 def positive_int(raw: str | None, name: str, default: int, maximum: int) -> int:
@@ -23,3 +29,26 @@ def positive_int(raw: str | None, name: str, default: int, maximum: int) -> int:
 
 def query_positive_int(query: Mapping[str, str], name: str, default: int, maximum: int) -> int:
     return positive_int(query.get(name), name, default, maximum)
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    """Which page of a list was asked for (``?page=N&page_size=M``)."""
+
+    number: int
+    size: int
+
+    @property
+    def start(self) -> int:
+        return (self.number - 1) * self.size
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.size
+
+
+def page_request(query: Mapping[str, str]) -> PageRequest:
+    """``page`` (from 1) and ``page_size`` (default: the API's ``PAGE_SIZE``, as DRF's lists
+    have it; at most ``PAGE_SIZE_MAX``)."""
+    size = query_positive_int(query, "page_size", int(api_settings.PAGE_SIZE), PAGE_SIZE_MAX)
+    return PageRequest(query_positive_int(query, "page", 1, 10**9), size)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
 
 from dandizarr.checksums import FileState
-from dandizarr_server.zarr_api.models import ArchiveVersion, FileHistory, ZarrArchive
+from dandizarr_server.zarr_api.models import ArchiveVersion, Asset, FileHistory, ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
 
@@ -17,19 +19,31 @@ def archive_versions(archive: ZarrArchive) -> QuerySet[ArchiveVersion]:
     return ArchiveVersion.objects.filter(archive=archive).order_by("number")
 
 
+def archive_version_summaries(versions: Sequence[ArchiveVersion]) -> list[dict[str, Any]]:
+    """Versions as the API shows them; ``zarr_id`` is the id every read route takes for each.
+    The dandiset versions naming them are read in one query for them all (a page of a list)."""
+    named: dict[int, set[str]] = defaultdict(set)
+    rows = Asset.objects.filter(archive_version__in=[v.pk for v in versions]).values_list(
+        "archive_version_id", "version__version"
+    )
+    for archive_version_id, dandiset_version in rows:
+        named[archive_version_id].add(dandiset_version)
+    return [
+        {
+            "number": version.number,
+            "zarr_id": str(version.version_id),
+            "checksum": version.checksum,
+            "file_count": version.file_count,
+            "size": version.size,
+            "created": version.created.isoformat(),
+            "dandiset_versions": sorted(named[version.pk]),
+        }
+        for version in versions
+    ]
+
+
 def archive_version_summary(version: ArchiveVersion) -> dict[str, Any]:
-    """A version as the API shows it; ``zarr_id`` is the id every read route takes for it."""
-    return {
-        "number": version.number,
-        "zarr_id": str(version.version_id),
-        "checksum": version.checksum,
-        "file_count": version.file_count,
-        "size": version.size,
-        "created": version.created.isoformat(),
-        "dandiset_versions": sorted(
-            version.assets.values_list("version__version", flat=True).distinct()
-        ),
-    }
+    return archive_version_summaries([version])[0]
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from dandizarr_server.zarr_api.services.assets import asset_create, asset_delete
 from dandizarr_server.zarr_api.services.dandisets import dandiset_create
 from dandizarr_server.zarr_api.services.embargo import embargo_release
 from dandizarr_server.zarr_api.services.publishing import version_publish
+from dandizarr_server.zarr_api.throttles import PUBLISH_THROTTLES
 
 
 class InfoView(APIView):
@@ -155,6 +156,8 @@ class UnembargoView(APIView):
 
 
 class PublishView(APIView):
+    throttle_classes = PUBLISH_THROTTLES
+
     @extend_schema(request=None, responses={201: VersionSerializer})
     def post(self, request: Request, identifier: str) -> Response:
         version = version_publish(

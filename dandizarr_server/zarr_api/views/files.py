@@ -15,9 +15,9 @@ from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from dandizarr.objectstore.signing import quote_key
-from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
+from dandizarr_server.zarr_api.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.models import ZarrArchive
-from dandizarr_server.zarr_api.parsers.paging import query_positive_int
+from dandizarr_server.zarr_api.parsers.paging import page_request, query_positive_int
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_deleted_paths
 from dandizarr_server.zarr_api.paths import directory_problem
 from dandizarr_server.zarr_api.permissions import require_writer
@@ -38,6 +38,7 @@ from dandizarr_server.zarr_api.services.deletions import files_delete
 from dandizarr_server.zarr_api.storage import download_url, download_urls
 from dandizarr_server.zarr_api.throttles import expensive_read_throttles
 from dandizarr_server.zarr_api.views.file_responses import file_response
+from dandizarr_server.zarr_api.views.paging import page_links
 
 
 def version_read_url(request: HttpRequest, archive: ZarrArchive, path: str) -> str:
@@ -136,17 +137,7 @@ class FilesView(APIView):
             {"type": "file", "name": n, "path": prefix + n, "digest": f.digest, "size": f.size}
             for n, f in sorted(listing.files.items())
         ]
-        page = query_positive_int(request.query_params, "page", 1, 10**9)
-        page_size = query_positive_int(request.query_params, "page_size", 100, 1000)
-        start = (page - 1) * page_size
-        if start and start >= len(entries):
-            raise NotFound(f"page {page} is past the end of the listing")
-
-        def link(number: int) -> str:
-            query = request.query_params.copy()
-            query["page"] = str(number)
-            return request.build_absolute_uri(f"{request.path}?{urlencode(query)}")
-
+        page = page_request(request.query_params)
         return {
             "type": "directory",
             "path": node.path,
@@ -154,10 +145,8 @@ class FilesView(APIView):
             "digest": listing.digest(),
             "size": listing.size,
             "file_count": listing.count,
-            "count": len(entries),
-            "next": link(page + 1) if start + page_size < len(entries) else None,
-            "previous": link(page - 1) if page > 1 else None,
-            "results": entries[start : start + page_size],
+            **page_links(request, page, len(entries)),
+            "results": entries[page.start : page.stop],
         }
 
     def _recursive(self, request: Request, archive: ZarrArchive, path: str) -> Response:

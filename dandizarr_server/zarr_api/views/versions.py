@@ -16,9 +16,10 @@ from rest_framework.views import APIView
 from dandizarr.checksums import FileState
 from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
 from dandizarr_server.zarr_api.models import ArchiveVersion, ZarrArchive
-from dandizarr_server.zarr_api.parsers.paging import query_positive_int
+from dandizarr_server.zarr_api.parsers.paging import page_request, query_positive_int
 from dandizarr_server.zarr_api.permissions import require_writer
 from dandizarr_server.zarr_api.selectors.archive_versions import (
+    archive_version_summaries,
     archive_version_summary,
     archive_versions,
     version_changes,
@@ -26,6 +27,7 @@ from dandizarr_server.zarr_api.selectors.archive_versions import (
 from dandizarr_server.zarr_api.selectors.lookups import archive_get, parse_row_id
 from dandizarr_server.zarr_api.services.draft_reset import draft_reset
 from dandizarr_server.zarr_api.throttles import EXPENSIVE_READ_THROTTLES
+from dandizarr_server.zarr_api.views.paging import page_links
 
 
 def _draft_of(zarr_id: str, request: Request) -> ZarrArchive:
@@ -43,14 +45,17 @@ def _version(archive: ZarrArchive, number: str) -> ArchiveVersion:
 
 
 class ArchiveVersionsView(APIView):
-    """``GET /api/zarr/{zarr_id}/versions/``: every published version, oldest first."""
+    """``GET /api/zarr/{zarr_id}/versions/?page=&page_size=``: the published versions, oldest
+    first, a page at a time (an archive may be published without end)."""
 
+    @extend_schema(parameters=[OpenApiParameter("page", int), OpenApiParameter("page_size", int)])
     def get(self, request: Request, zarr_id: str) -> Response:
         archive = _draft_of(zarr_id, request)
-        versions = [archive_version_summary(v) for v in archive_versions(archive)]
-        return Response(
-            {"zarr_id": str(archive.zarr_id), "count": len(versions), "results": versions}
-        )
+        page = page_request(request.query_params)
+        versions = archive_versions(archive)
+        links = page_links(request, page, versions.count())
+        shown = archive_version_summaries(list(versions[page.start : page.stop]))
+        return Response({"zarr_id": str(archive.zarr_id), **links, "results": shown})
 
 
 class ArchiveVersionView(APIView):
