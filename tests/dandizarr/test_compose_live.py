@@ -84,6 +84,7 @@ class Compose:
         }
         if "DANDIZARR_WORKER_METRICS_PORT" in resolved:  # a port of this machine's
             resolved["DANDIZARR_WORKER_METRICS_PORT"] = str(self.worker_metrics_port)
+            resolved["DANDIZARR_WORKER_METRICS_ADDRESS"] = "127.0.0.1"  # not its network's
         venv_bin = str(Path(sys.executable).parent)
         return {"PATH": f"{venv_bin}:{os.environ.get('PATH', '')}", "HOME": str(self.directory),
                 **resolved}  # fmt: skip
