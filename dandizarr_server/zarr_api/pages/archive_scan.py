@@ -26,9 +26,12 @@ from dandizarr_server.zarr_api.pages.arrays import (
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
 from dandizarr_server.zarr_api.tree import ListingSource
 
-# The metadata bytes one scan reads at most (each document at most MAX_METADATA_BYTES): past
-# it the scan stops, ``truncated``.
-MAX_SCAN_BYTES = 16 << 20
+# The metadata bytes one scan reads and parses at most (each document at most
+# MAX_METADATA_BYTES): past it the scan stops, ``truncated``. Of those, the bytes validated
+# against the OME spec (about half a CPU-second a megabyte); groups past it are named as not
+# checked. A stranger's archive costs one scan at most this much, once per tree version.
+MAX_SCAN_BYTES = 4 << 20
+MAX_VALIDATED_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)

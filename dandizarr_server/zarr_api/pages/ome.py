@@ -18,7 +18,7 @@ from dandizarr.ome.preview_choice import choose
 from dandizarr.ome.validation import validate
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.pages import preview
-from dandizarr_server.zarr_api.pages.archive_scan import scan_archive
+from dandizarr_server.zarr_api.pages.archive_scan import MAX_VALIDATED_BYTES, scan_archive
 from dandizarr_server.zarr_api.pages.arrays import (
     MAX_ARRAYS,
     MAX_PREVIEW_CHUNKS,
@@ -46,7 +46,7 @@ def archive_scan(archive: ZarrArchive) -> ArchiveOverview:
 
     def compute() -> ArchiveOverview:
         scan = scan_archive(archive_tree_cached(archive), ArchiveFiles(archive, get_store()))
-        summary = validate(scan.documents, describe(scan.documents))
+        summary = validate(scan.documents, describe(scan.documents), MAX_VALIDATED_BYTES)
         return ArchiveOverview(scan.arrays, summary, scan.truncated)
 
     return preview.cached(archive, "overview", "", compute)

@@ -6,20 +6,27 @@ from __future__ import annotations
 
 import hashlib
 import io
+import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 import numpy as np
+from django.conf import settings
 from django.core.cache import cache
 from PIL import Image
 
 from dandizarr.ome.preview_choice import ChannelDraw
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
 from dandizarr_server.zarr_api.tree import tree_version
 
 PREVIEW_SIDE = 512
 # Cached previews and array lists outlive no tree version (the key holds it) and a day.
 CACHE_SECONDS = 24 * 3600
+# Single flight (``cached``): how long a computing request's lock lasts at most (it is dropped
+# when the computation ends), and how often a waiting request looks for the outcome.
+FLIGHT_SECONDS = 120
+FLIGHT_POLL_SECONDS = 0.05
 
 T = TypeVar("T")
 
@@ -70,13 +77,32 @@ def version_tag(archive: ZarrArchive) -> str:
 
 
 def cached(archive: ZarrArchive, kind: str, name: str, compute: Callable[[], T]) -> T:
-    """``compute()`` once per tree version of ``archive`` (per process cache)."""
+    """``compute()`` once per tree version of ``archive``, in Django's cache (shared by every
+    process when DANDIZARR_CACHE_URL names one). Single flight: while one request computes,
+    identical requests wait for its outcome (a lock taken with the cache's atomic ``add``)
+    instead of computing it again; one that waits past DANDIZARR_PREVIEW_WAIT_SECONDS is
+    ``RendererBusy`` (503). A holder that dies leaves its lock for FLIGHT_SECONDS at most."""
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     key = f"dandizarr:{kind}:{version_tag(archive)}:{digest}"
     hit = cache.get(key)
-    if hit is None:
-        hit = (compute(),)
-        cache.set(key, hit, CACHE_SECONDS)
+    if hit is not None:
+        return hit[0]
+    lock = key + ":computing"
+    deadline = time.monotonic() + settings.DANDIZARR_PREVIEW_WAIT_SECONDS
+    while not cache.add(lock, 1, FLIGHT_SECONDS):
+        if time.monotonic() > deadline:
+            raise RendererBusy(retry_after=2)
+        time.sleep(FLIGHT_POLL_SECONDS)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit[0]
+    try:
+        hit = cache.get(key)  # computed between our miss and our lock
+        if hit is None:
+            hit = (compute(),)
+            cache.set(key, hit, CACHE_SECONDS)
+    finally:
+        cache.delete(lock)
     return hit[0]
 
 

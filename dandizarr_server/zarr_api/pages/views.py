@@ -39,6 +39,8 @@ def _not_found_as_404(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
             return view(request, *args, **kwargs)
         except NotFound as error:
             raise Http404(error.message) from error
+        except RendererBusy as busy:  # its description or picture is being made: try again
+            return _unavailable(str(busy), busy.retry_after)
 
     return require_safe(wrapper)
 
@@ -180,6 +182,8 @@ def ome_summary(request: HttpRequest, zarr_id: str) -> HttpResponse:
         return JsonResponse(ome.ome_json(archive, zarr_base_url(request, archive)))
     except DomainError as error:  # NotFound, SignInRequired: the permission rule's answers
         return JsonResponse({"detail": error.message}, status=error.status_code)
+    except RendererBusy as busy:
+        return _unavailable(str(busy), busy.retry_after)
     except ObjectStoreError as error:
         return _unavailable(f"storage did not answer: {error}", 5)
 
