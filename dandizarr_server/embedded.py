@@ -16,8 +16,10 @@ This module imports no Django, so the settings can use it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,12 +39,26 @@ def mark_embedded() -> None:
 
 
 def write_private_file(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, readable by its owner alone (0600 from the first byte)."""
+    """Write ``text`` to ``path``, readable by its owner alone: the one way the service keeps a
+    secret in a file (the secret key, the admin's token and password).
+
+    A new file, created 0600 (``mkstemp``: whatever the umask), written whole, then renamed over
+    ``path``. Written in place, an existing file would keep its mode until a chmod after the
+    open, anyone who had it open (while it was readable to them) would read the new secret
+    through that descriptor, a symlink at ``path`` would be followed, and a crash would leave
+    half a secret; a rename does none of these."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        os.fchmod(handle.fileno(), 0o600)  # an existing file keeps its mode through O_CREAT
-        handle.write(text + "\n")
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(text + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 def private_file_value(path: Path, make: Callable[[], str]) -> tuple[str, bool]:

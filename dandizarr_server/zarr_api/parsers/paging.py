@@ -50,5 +50,6 @@ class PageRequest:
 def page_request(query: Mapping[str, str]) -> PageRequest:
     """``page`` (from 1) and ``page_size`` (default: the API's ``PAGE_SIZE``, as DRF's lists
     have it; at most ``PAGE_SIZE_MAX``)."""
-    size = query_positive_int(query, "page_size", int(api_settings.PAGE_SIZE), PAGE_SIZE_MAX)
+    default = api_settings.PAGE_SIZE or PAGE_SIZE_MAX  # the settings set it
+    size = query_positive_int(query, "page_size", default, PAGE_SIZE_MAX)
     return PageRequest(query_positive_int(query, "page", 1, 10**9), size)

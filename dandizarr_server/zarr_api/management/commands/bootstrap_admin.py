@@ -1,4 +1,5 @@
-"""Create the admin user, its API token and its password on first start; print how to use them."""
+"""Create the admin user, its API token and its password on first start; write them to files
+(0600) in the data directory and print where they are (never the secrets themselves)."""
 
 from __future__ import annotations
 
@@ -36,22 +37,24 @@ class Command(BaseCommand):
         if created or not user.has_usable_password():
             # First start (or an admin made before passwords were given out): a way into /admin/.
             new_password = secrets.token_urlsafe(18)
+            write_private_file(password_path, new_password)  # first: never a password unsaved
             user.set_password(new_password)
             user.save(update_fields=["password"])
-            write_private_file(password_path, new_password)
+        # Where the secrets are, never the secrets: this output is the container's log under
+        # compose (and make serve's terminal), which others may read and which is kept.
         self.stdout.write(f"dandizarr is starting at {settings.PUBLIC_URL}/")
-        self.stdout.write(f"admin API token: {token.key} (saved in {token_path})")
+        self.stdout.write(f"admin API token: in {token_path} (readable by this account alone)")
         if new_password is not None:
-            self.stdout.write(
-                f"admin login at {settings.PUBLIC_URL}/admin/: user {ADMIN_USERNAME}, password "
-                f"{new_password} (shown once; saved in {password_path})"
-            )
+            password = f"a new password in {password_path} (readable by this account alone)"
+        elif password_path.exists():
+            password = f"password in {password_path}"
         else:
-            kept = f"saved in {password_path}" if password_path.exists() else "set earlier"
-            self.stdout.write(
-                f"admin login at {settings.PUBLIC_URL}/admin/: user {ADMIN_USERNAME}, password "
-                f"{kept}; change it with: python manage.py changepassword {ADMIN_USERNAME}"
-            )
+            password = "password set earlier"
         self.stdout.write(
-            f"try: curl -H 'Authorization: Token {token.key}' {settings.PUBLIC_URL}/api/info/"
+            f"admin login at {settings.PUBLIC_URL}/admin/: user {ADMIN_USERNAME}, {password}; "
+            f"change it with: python manage.py changepassword {ADMIN_USERNAME}"
+        )
+        self.stdout.write(
+            f'try: curl -H "Authorization: Token $(cat {token_path})" '
+            f"{settings.PUBLIC_URL}/api/info/"
         )
