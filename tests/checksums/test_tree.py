@@ -19,13 +19,7 @@ from dandizarr.checksums import (
     encode_checksum_file,
 )
 from tests.support.checksum_reference import reference_tree
-from tests.support.checksum_strategies import SETTINGS, file_sets
-
-MD5 = "0123456789abcdef0123456789abcdef"
-
-
-def entries_of(files: dict[str, tuple[int, str]]) -> list[tuple[str, int, str]]:
-    return [(path, size, md5) for path, (size, md5) in files.items()]
+from tests.support.checksum_strategies import MD5, SETTINGS, entries_of, file_sets
 
 
 def collect(entries: object) -> tuple[object, dict[str, bytes], list[str]]:

@@ -18,8 +18,7 @@ from dandizarr.checksums import (
 )
 from dandizarr.checksums.tree import Columns, compute_tree_columns
 from dandizarr.commands.checksum import parse_listing, parse_listing_columns
-from tests.checksums.test_tree import MD5, entries_of
-from tests.support.checksum_strategies import SETTINGS, file_sets
+from tests.support.checksum_strategies import MD5, SETTINGS, entries_of, file_sets
 
 Entries = list[tuple[str, int, str]]
 

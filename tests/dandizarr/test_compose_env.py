@@ -6,35 +6,17 @@ import importlib
 import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
-import yaml
 
 from dandizarr_server.environment import ENVIRONMENT_VARIABLES_READ
+from tests.support.compose import REPO, interpolate, load_compose, service_environment
 
-REPO = Path(__file__).resolve().parents[2]
 DANDIZARR_SERVICES = ["web", "worker", "beat"]
-
-
-def load_compose() -> dict[str, Any]:
-    # safe_load resolves the YAML anchors and `<<` merge keys the file uses.
-    compose: dict[str, Any] = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-    return compose
-
-
-def service_environment(service: Mapping[str, Any]) -> dict[str, str]:
-    """A service's ``environment``, in either of compose's forms (mapping or ``NAME=value``)."""
-    environment = service.get("environment") or {}
-    if isinstance(environment, list):
-        pairs = (item.partition("=") for item in environment)
-        return {name: value for name, _, value in pairs}
-    return {str(name): "" if value is None else str(value) for name, value in environment.items()}
 
 
 def variables_not_read(names: Iterable[str], read: set[str]) -> list[str]:
@@ -47,26 +29,6 @@ def settings_variables_read() -> set[str]:
 
     importlib.import_module(settings.SETTINGS_MODULE)
     return set(ENVIRONMENT_VARIABLES_READ)
-
-
-_INTERPOLATION = re.compile(r"\$\$|\$\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
-
-
-def interpolate(value: str, host_environment: Mapping[str, str]) -> str:
-    """Compose's ``${NAME}``, ``${NAME:-default}``, ``${NAME:?error}`` and ``$$``."""
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        name, op, arg = match.group("name"), match.group("op"), match.group("arg")
-        current = host_environment.get(name)
-        if op in (":-", "-"):
-            return current if current else arg
-        if op in (":?", "?") and not current:
-            raise ValueError(f"{name}: {arg}")
-        return current or ""
-
-    return _INTERPOLATION.sub(replace, value)
 
 
 @pytest.mark.parametrize("service", DANDIZARR_SERVICES)

@@ -24,8 +24,8 @@ import pytest
 import requests
 
 from dandizarr.client import DandizarrClient
-from tests.dandizarr.test_compose_env import interpolate, load_compose, service_environment
 from tests.support.api import put
+from tests.support.compose import interpolate, load_compose, service_environment
 from tests.support.processes import free_port
 from tests.support.production import (
     Process,

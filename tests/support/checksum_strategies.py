@@ -30,3 +30,12 @@ def consistent(files: dict[str, object]) -> bool:
 
 
 file_sets = st.dictionaries(paths, st.tuples(sizes, md5s), max_size=40).filter(consistent)
+
+
+# A valid md5 for entries whose digest does not matter.
+MD5 = "0123456789abcdef0123456789abcdef"
+
+
+def entries_of(files: dict[str, tuple[int, str]]) -> list[tuple[str, int, str]]:
+    """``file_sets``' ``{path: (size, md5)}`` as compute_tree's ``(path, size, md5)`` entries."""
+    return [(path, size, md5) for path, (size, md5) in files.items()]

@@ -1,6 +1,6 @@
 """Archives for the reader tests (tensorstore, zarr-python over HTTP and the manifest): the
-live service handle, arrays written in each format, and uploads of them loose, packed and
-converted."""
+live service handle, arrays written in each format, uploads of them loose, packed and
+converted, and the three readers."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import numpy as np
 import requests
+import tensorstore as ts
 import zarr
-from zarr.storage import LocalStore
+from zarr.storage import FsspecStore, LocalStore
 
 from dandizarr.client import DandizarrClient, RetryPolicy
 
@@ -92,3 +94,33 @@ def upload_archive(live: Live, root: Path, kind: str) -> str:
             assert archive["shard_count"] > 1, archive
         client.wait_for_checksum(zarr_id)
         return zarr_id
+
+
+# The three standard readers, each returning an array whole and its PARTIAL region.
+PARTIAL = (slice(5, 30), slice(2, 11))
+
+
+def read_tensorstore(base_url: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+    spec = {
+        "driver": "zarr" if name == "v2" else "zarr3",
+        "kvstore": {"driver": "http", "base_url": base_url},
+    }
+    array = ts.open(spec, read=True).result()
+    return array.read().result(), array[PARTIAL].read().result()
+
+
+def read_zarr_http(url: str) -> tuple[np.ndarray, np.ndarray]:
+    array = zarr.open_array(url, mode="r")
+    return array[...], array[PARTIAL]
+
+
+def read_zarr_manifest(manifest_url: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+    fs = fsspec.filesystem(
+        "reference",
+        fo=manifest_url,
+        remote_protocol="http",
+        remote_options={"asynchronous": True},
+        asynchronous=True,
+    )
+    array = zarr.open_array(FsspecStore(fs, read_only=True, path=name), mode="r")
+    return array[...], array[PARTIAL]

@@ -16,7 +16,7 @@ from django.test import Client
 from dandizarr_server.zarr_api.pages import archive_scan
 from tests.support.api import Actor
 from tests.support.ome_files import ngff_v3_sharded, ome_zarr_v2, plain_3d
-from tests.zarr_api.test_pages import create, png_pixels
+from tests.support.pages import create, png_pixels
 
 TIMES = "\u00d7"
 

@@ -4,7 +4,6 @@ Archives are uploaded for real (moto's S3 over HTTP); arrays are written by zarr
 
 from __future__ import annotations
 
-import io
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ import numpy as np
 import pytest
 import zarr
 from django.test import Client
-from PIL import Image
 from rest_framework.authtoken.models import Token
 
 from dandizarr import __version__
@@ -24,7 +22,8 @@ from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.pages.preview import PREVIEW_SIDE, preview_size, render_png
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree
 from dandizarr_server.zarr_api.storage import get_store
-from tests.support.api import Actor, upload
+from tests.support.api import Actor
+from tests.support.pages import create, png_pixels
 
 
 def picture(shape: tuple[int, ...], dtype: str = "uint16") -> np.ndarray:
@@ -43,20 +42,6 @@ def zarr_files(tmp_path: Path, build: Any) -> dict[str, bytes]:
     return {
         str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
     }
-
-
-def create(actor: Actor, dandiset: str, name: str, files: dict[str, bytes]) -> str:
-    response = actor.client.post("/api/zarr/", {"name": name, "dandiset": dandiset}, format="json")
-    assert response.status_code == 201, response.content
-    zarr_id = str(response.json()["zarr_id"])
-    if files:
-        assert upload(actor.client, zarr_id, files).status_code == 200
-    return zarr_id
-
-
-def png_pixels(data: bytes) -> np.ndarray:
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    return np.asarray(Image.open(io.BytesIO(data)))
 
 
 def expected_preview(array: np.ndarray) -> np.ndarray:

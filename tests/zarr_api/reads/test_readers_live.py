@@ -9,42 +9,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import fsspec
 import numpy as np
 import pytest
-import tensorstore as ts
 import zarr
-from zarr.storage import FsspecStore
 
-from tests.support.readers import ARRAYS, KINDS, Live, upload_archive, write_arrays
-
-PARTIAL = (slice(5, 30), slice(2, 11))
-
-
-def read_tensorstore(base_url: str, name: str) -> tuple[np.ndarray, np.ndarray]:
-    spec = {
-        "driver": "zarr" if name == "v2" else "zarr3",
-        "kvstore": {"driver": "http", "base_url": base_url},
-    }
-    array = ts.open(spec, read=True).result()
-    return array.read().result(), array[PARTIAL].read().result()
-
-
-def read_zarr_http(url: str) -> tuple[np.ndarray, np.ndarray]:
-    array = zarr.open_array(url, mode="r")
-    return array[...], array[PARTIAL]
-
-
-def read_zarr_manifest(manifest_url: str, name: str) -> tuple[np.ndarray, np.ndarray]:
-    fs = fsspec.filesystem(
-        "reference",
-        fo=manifest_url,
-        remote_protocol="http",
-        remote_options={"asynchronous": True},
-        asynchronous=True,
-    )
-    array = zarr.open_array(FsspecStore(fs, read_only=True, path=name), mode="r")
-    return array[...], array[PARTIAL]
+from tests.support.readers import (
+    ARRAYS,
+    KINDS,
+    PARTIAL,
+    Live,
+    read_tensorstore,
+    read_zarr_http,
+    read_zarr_manifest,
+    upload_archive,
+    write_arrays,
+)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -13,11 +13,15 @@ import zarr
 from zarr.storage import LocalStore
 
 from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
-from tests.support.readers import ARRAYS, WRITTEN, Live, upload_archive, write_arrays
-from tests.zarr_api.reads.test_readers_live import (
+from tests.support.readers import (
+    ARRAYS,
+    WRITTEN,
+    Live,
     read_tensorstore,
     read_zarr_http,
     read_zarr_manifest,
+    upload_archive,
+    write_arrays,
 )
 
 
