@@ -67,6 +67,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 	$(BIN)/lint-imports
+	# A model change without its migration fails here (models and migrations only: no database).
+	DATABASE_URL=sqlite://:memory: $(BIN)/python manage.py makemigrations --check --dry-run
 
 # The transfer tools the S3 benchmarks compare with (s5cmd, rclone, aws s3), in a venv of their
 # own: awscli pins a botocore of its own. py-spy samples where the CPU goes (bench cpu_per_file).
