@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 from dandizarr.client.api import ApiClient
 from dandizarr.client.download import Downloader
 from dandizarr.client.progress import NullProgress, Progress
 from dandizarr.client.results import DownloadResult, UploadResult
-from dandizarr.client.upload_types import DEFAULT_MAX_BATCH_FILES, UploadOptions
+from dandizarr.client.upload_types import UploadOptions
 
 
 class DandizarrClient(ApiClient):
@@ -22,42 +24,22 @@ class DandizarrClient(ApiClient):
     def upload(
         self,
         root: str | Path,
+        options: UploadOptions | None = None,
         *,
-        dandiset: str | None = None,
-        name: str | None = None,
-        zarr_id: str | None = None,
-        sync: bool = False,
-        cancel_open_batch: bool = False,
-        hash_jobs: int | None = None,
-        max_batch_files: int = DEFAULT_MAX_BATCH_FILES,
-        checksum_timeout: float = 600.0,
-        pack: bool = False,
-        shard_target_bytes: int | None = None,
         progress: Progress | None = None,
+        **fields: Any,
     ) -> UploadResult:
         """Upload the directory ``root`` into an archive and verify the server's checksum.
 
-        The archive is ``zarr_id``, or the one called ``name`` (default: the directory's
-        name) in ``dandiset``, created when absent. Returns the result; ``result.ok`` says
-        whether the server's checksum equals the expected one. Raises ClientError for
-        anything that stopped the upload.
-
-        ``pack`` stores the arrays' chunk files in shard objects (docs/sharded.md): a new
-        archive is created sharded, and chunk files are sent in pack batches of shards of about
-        ``shard_target_bytes`` (default 64 MiB) each.
+        ``options`` (``UploadOptions``, whose fields and defaults are documented there), with
+        any of its fields given by name on top: ``client.upload(root, dandiset="000001",
+        pack=True)``. The archive is ``zarr_id``, or the one called ``name`` (default: the
+        directory's name) in ``dandiset``, created when absent. Returns the result;
+        ``result.ok`` says whether the server's checksum equals the expected one. Raises
+        ClientError for anything that stopped the upload, TypeError for a field
+        ``UploadOptions`` does not have.
         """
-        options = UploadOptions(
-            dandiset=dandiset,
-            name=name,
-            zarr_id=zarr_id,
-            sync=sync,
-            cancel_open_batch=cancel_open_batch,
-            hash_jobs=hash_jobs,
-            max_batch_files=max_batch_files,
-            checksum_timeout=checksum_timeout,
-            pack=pack,
-            shard_target_bytes=shard_target_bytes,
-        )
+        options = dataclasses.replace(options or UploadOptions(), **fields)
         # Uploads bring numpy and the shard builders (``--pack``); a download, ``ls`` or
         # ``checksum`` starts without them.
         from dandizarr.client.upload import Uploader

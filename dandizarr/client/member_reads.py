@@ -1,22 +1,19 @@
 """Reading the member files of the shards being built, several at once, in order.
 
 A packed upload reads every chunk file once, and most are small: the time goes to waiting for
-the disk, one open and read after another. With the page cache cold, a million 64-byte files
-read one at a time took ~150 us each; eight threads at once brought that to ~40 us. The files
+the disk, one open and read after another, so several threads read at once. The files
 are read in runs of consecutive members (a task per run, not per file: a future costs more
 than reading a cached small file), a few runs ahead of the shard being written.
 
 Each file is read with ``os.open`` and ``os.read`` into a buffer of the size expected (one more
 byte, to see the end at once): ``open(path, "rb").read()`` adds a buffered reader
-object, an ``isatty`` ioctl, two ``fstat``s and an ``lseek`` per file, and reading a cold
-million 64-byte files that way took 65 s (17 s user, 82 s system over 8 threads) against 40 s
-(9 s, 48 s) for the bare calls.
+object, an ``isatty`` ioctl, two ``fstat``s and an ``lseek`` per file.
 
 Each file's pages are dropped from the page cache once read (``POSIX_FADV_DONTNEED``): the
-upload reads it once, and keeping ten million files' pages (40 GB of 4 KiB pages for 64-byte
-files) made the kernel reclaim memory all through the upload, evicting the inodes the walk
-had cached and the rest of the machine's cache with them. Loose uploads keep their pages: they
-read a file twice (to hash it, then to send it).
+upload reads it once, and keeping ten million files' pages made the kernel reclaim memory all
+through the upload, evicting the inodes the walk had cached and the rest of the machine's
+cache with them. Loose uploads keep their pages: they read a file twice (to hash it, then to
+send it). The figures: docs/measurements.md.
 """
 
 from __future__ import annotations

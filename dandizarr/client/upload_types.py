@@ -13,6 +13,8 @@ from dandizarr.sharding.archive_packing import MAX_PLANNED_PATHS
 
 # A batch's PUTs must finish before its URLs expire; bounding its bytes keeps that likely.
 DEFAULT_MAX_BATCH_BYTES = 2 << 30
+# How long an upload waits for the server's checksum once its last batch is completed.
+DEFAULT_CHECKSUM_TIMEOUT = 600.0
 # Files one batch gathers (its URLs asked for while earlier PUTs run) before it is completed:
 # enough that completing is rare, few enough that the service applies batches as they come
 # instead of all at the end, and that a batch an interruption cancels costs little to redo.
@@ -135,7 +137,7 @@ class UploadOptions:
     sync: bool = False
     cancel_open_batch: bool = False
     hash_jobs: int | None = None
-    checksum_timeout: float = 600.0
+    checksum_timeout: float = DEFAULT_CHECKSUM_TIMEOUT
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
     max_batch_files: int = DEFAULT_MAX_BATCH_FILES
     # Chunk files go into shard objects (docs/sharded.md); a new archive is created sharded.

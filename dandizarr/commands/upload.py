@@ -11,6 +11,7 @@ import json
 import os
 import sys
 
+from dandizarr.client.upload_types import DEFAULT_CHECKSUM_TIMEOUT
 from dandizarr.commands import Subparsers
 from dandizarr.commands.connection import (
     add_connection_arguments,
@@ -78,9 +79,9 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--checksum-timeout",
         type=float,
-        default=600.0,
+        default=DEFAULT_CHECKSUM_TIMEOUT,
         metavar="SECONDS",
-        help="how long to wait for the server's checksum (default: 600)",
+        help=f"how long to wait for the server's checksum (default: {DEFAULT_CHECKSUM_TIMEOUT:g})",
     )
     parser.add_argument(
         "--pack",

@@ -1,8 +1,8 @@
 """PUTs of whole objects without botocore's per-call pipeline, for ``S3ObjectStore.put_many``.
 
-boto3 spends 1-1.5 ms of CPU under the GIL on each ``put_object`` (event hooks, endpoint rules,
-signing, parsing): a tree update's ~100 ``.checksum`` files took ~180 ms while the client
-waited for its checksum. Here a PUT is a URL presigned by ``sigv4`` with Content-MD5 among the
+boto3 spends milliseconds of CPU under the GIL on each ``put_object`` (event hooks, endpoint
+rules, signing, parsing), which a tree update's ``.checksum`` files add up while the client
+waits for its checksum (docs/measurements.md). Here a PUT is a URL presigned by ``sigv4`` with Content-MD5 among the
 signed headers (storage checks the body's digest: BadDigest), sent over the boto3 client's own
 HTTP session, so the connection pool, TLS verification, proxies and timeouts are the client's.
 Failures are retried as botocore's standard retry mode retries them.

@@ -1,5 +1,4 @@
-"""Every bad input is a 4xx ``{"detail": ...}`` naming the problem, and changes nothing
-(issue #16, finding 4). Each case here was a 500 (or a silent success) before."""
+"""Every bad input is a 4xx ``{"detail": ...}`` naming the problem, and changes nothing."""
 
 from __future__ import annotations
 
