@@ -2,10 +2,10 @@
 
 boto3 spends milliseconds of CPU under the GIL on each ``put_object`` (event hooks, endpoint
 rules, signing, parsing), which a tree update's ``.checksum`` files add up while the client
-waits for its checksum (docs/measurements.md). Here a PUT is a URL presigned by ``sigv4`` with Content-MD5 among the
-signed headers (storage checks the body's digest: BadDigest), sent over the boto3 client's own
-HTTP session, so the connection pool, TLS verification, proxies and timeouts are the client's.
-Failures are retried as botocore's standard retry mode retries them.
+waits for its checksum (docs/measurements.md). Here a PUT is a URL presigned by ``sigv4``
+with Content-MD5 among the signed headers (storage checks the body's digest: BadDigest), sent
+over the boto3 client's own HTTP session, so the connection pool, TLS verification, proxies and
+timeouts are the client's. Failures are retried as botocore's standard retry mode retries them.
 """
 
 from __future__ import annotations
