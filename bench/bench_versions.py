@@ -278,11 +278,11 @@ def _run(weed: Any) -> None:
 
     from dandizarr_server.zarr_api.models import ZarrArchive
     from dandizarr_server.zarr_api.services.dandisets import dandiset_create
-    from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
+    from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
     from dandizarr_server.zarr_api.storage import get_store
 
     call_command("migrate", verbosity=0)
-    storage_versioning_since()  # as ensure_bucket sets a bucket up
+    ensure_storage_versioning()  # as ensure_bucket sets a bucket up
     s3 = weed.client()
     bucket = os.environ["DANDIZARR_S3_BUCKET"]
     user = User.objects.create_user("bench")

@@ -82,18 +82,15 @@ class BatchProducer:
         Reading a million small files twice was most of a packed upload's time."""
         jobs = self.options.hash_jobs or min(8, os.cpu_count() or 1)
         paths = listing.paths
-        deferred = bytearray(len(paths))
+        # The chunk files to pack once hashing is done, a byte per file: first those the server
+        # does not hold (not hashed here), then also those hashed that differ from its copy.
+        to_pack = bytearray(len(paths))
         if self.packer is not None:
             for i, path in enumerate(paths):
                 if not remote.holds(i) and self.packer.is_chunk(path):
-                    deferred[i] = 1
-        hashed = md5_files(
-            self.root, (p for i, p in enumerate(paths) if not deferred[i]), jobs=jobs
-        )
-        # The chunk files to pack once hashing is done: those deferred, and those hashed that
-        # differ from the server's copy (a byte per file: no array of positions held).
-        held = deferred
-        holding = any(deferred)
+                    to_pack[i] = 1
+        hashed = md5_files(self.root, (p for i, p in enumerate(paths) if not to_pack[i]), jobs=jobs)
+        holding = any(to_pack)
         batch: list[LocalFile] = []
         batch_bytes = 0
 
@@ -114,7 +111,7 @@ class BatchProducer:
             for i in range(len(paths)):
                 if self.stop.is_set():
                     return
-                if deferred[i]:
+                if to_pack[i]:
                     continue
                 path, size, md5 = next(hashed)
                 listing.set_hashed(i, size, md5)
@@ -124,12 +121,12 @@ class BatchProducer:
                     self.progress.advance(1, size)
                     continue
                 if self.packer is not None and self.packer.is_chunk(path):
-                    held[i], holding = 1, True
+                    to_pack[i], holding = 1, True
                 elif not add_loose(listing.file(i)):
                     return
             if holding:
                 assert self.packer is not None  # only the packer holds files back
-                plans, loose = self.packer.plan_shards(listing, held)
+                plans, loose = self.packer.plan_shards(listing, to_pack)
                 unhashed = [i for i in loose if not listing.is_hashed(i)]
                 for i, (_, size, md5) in zip(
                     unhashed,

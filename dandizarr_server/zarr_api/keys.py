@@ -14,7 +14,7 @@ FILES_ROOT = "zarr/"
 SHARDS_ROOT = "zarr_shards/"
 CHECKSUMS_ROOT = "zarr_checksums/"
 # Since when the bucket keeps replaced objects (ISO time), written when versioning is turned on
-# (dandizarr_server.zarr_api.services.publishing.storage_versioning_since). Outside every archive.
+# (dandizarr_server.zarr_api.services.publishing.ensure_storage_versioning). Outside every archive.
 VERSIONING_SINCE_KEY = "dandizarr/versioning-since"
 # What the readiness probe asks storage about (/readyz): a key every backend accepts, outside
 # every archive, never written (absent is an answer too).

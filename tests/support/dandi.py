@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 
-from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
+from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from tests.support import seaweedfs as weed
 from tests.support.live_users import user_with_dandiset
 
@@ -113,7 +113,7 @@ def configure_storage(
     settings.DANDIZARR_S3_ACCESS_KEY_ID = weed.ACCESS_KEY
     settings.DANDIZARR_S3_SECRET_ACCESS_KEY = weed.SECRET_KEY
     # As ``manage.py ensure_bucket`` sets a bucket up: keeping object versions (publishing).
-    storage_versioning_since()
+    ensure_storage_versioning()
 
 
 def make_service(url: str, tmp_path: Path) -> DandiService:

@@ -12,7 +12,7 @@ from django.test import Client
 
 from dandizarr_server.zarr_api.models import Dandiset
 from dandizarr_server.zarr_api.pages.views import PAGE_VERSIONS
-from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
+from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from tests.support.api import Actor, create_archive, make_actor
 from tests.support.versions import add_asset, publish
 
@@ -39,7 +39,7 @@ def published(owner: Actor, s3_storage: str) -> tuple[str, str]:
     dandiset = str(created.json()["identifier"])
     zarr_id = create_archive(owner, dandiset, "a.zarr", layout="loose")
     add_asset(owner, dandiset, zarr_id, "a.zarr")
-    storage_versioning_since()
+    ensure_storage_versioning()
     return dandiset, zarr_id
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dandizarr_server.zarr_api.models import Batch
-from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
+from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from dandizarr_server.zarr_api.services.reconciliation import batch_reconcile, due_batches_reconcile
 from tests.support.api import (
     Actor,
@@ -113,7 +113,7 @@ def test_replays_are_found_once_the_urls_expire_and_publish_waits(
 def test_once_storage_keeps_versions_a_replay_never_changes_a_version(
     owner: Actor, dandiset: str, archive: str
 ) -> None:
-    storage_versioning_since()  # as ensure_bucket does at deployment
+    ensure_storage_versioning()  # as ensure_bucket does at deployment
     assert upload(owner.client, archive, {"over": b"v1"}).status_code == 200
     second = batch_start_urls(owner, archive, {"over": b"v2"})
     assert put(second["over"], b"v2").status_code == 200

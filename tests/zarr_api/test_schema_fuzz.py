@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from rest_framework.authtoken.models import Token
 
 from dandizarr_server.zarr_api.models import Batch
-from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
+from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from tests.support.api import Actor, upload
 from tests.support.versions import publish
 
@@ -25,7 +25,7 @@ MAX_EXAMPLES = 20
 
 @pytest.fixture
 def real_parameters(owner: Actor, dandiset: str, zarr_id: str) -> dict[str, str]:
-    storage_versioning_since()  # as ensure_bucket sets a bucket up
+    ensure_storage_versioning()  # as ensure_bucket sets a bucket up
     assert upload(owner.client, zarr_id, {"a/b": b"1", "c": b"2"}).status_code == 200
     asset = owner.client.post(
         f"/api/dandisets/{dandiset}/versions/draft/assets/",

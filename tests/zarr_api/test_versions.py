@@ -18,17 +18,20 @@ from rest_framework.test import APIClient
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.services.audit import archive_audit
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
-from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
+from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, expected_checksum, md5, upload
+from tests.support.fixture_params import fixture_params
 from tests.support.versions import add_asset, publish, read, state_of, versions
 
+VERSIONED_BACKENDS = {"local": "local_storage", "seaweedfs": "seaweedfs_storage"}
 
-@pytest.fixture(params=["local", "seaweedfs"])
+
+@pytest.fixture(params=fixture_params(VERSIONED_BACKENDS))
 def versioned_backend(request: pytest.FixtureRequest) -> Iterator[str]:
     """A store keeping object versions from the start, as ``ensure_bucket`` sets one up."""
-    request.getfixturevalue(f"{request.param}_storage")
-    storage_versioning_since()
+    request.getfixturevalue(VERSIONED_BACKENDS[request.param])
+    ensure_storage_versioning()
     yield request.param
 
 

@@ -27,10 +27,11 @@ from dandizarr_server.zarr_api.services.url_lifetimes import publish_possible_af
 from dandizarr_server.zarr_api.storage import get_store
 
 
-def storage_versioning_since() -> datetime:
-    """Versions need the store to keep replaced objects: on before the first one (``manage.py
-    ensure_bucket`` turns it on at deployment). Since when it has been, as recorded in the
-    bucket itself when this service turned it on or first saw it on."""
+def ensure_storage_versioning() -> datetime:
+    """Turn the bucket's object versioning on if it is off, and return since when it has been
+    on, as recorded in the bucket itself (an object this writes when it turns versioning on or
+    first sees it on). Versions need the store to keep replaced objects: on before the first
+    one (``manage.py ensure_bucket`` turns it on at deployment)."""
     store = get_store()
     try:
         if not store.versioning_enabled():
@@ -51,7 +52,7 @@ def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:
     """Copy the draft into a new read-only version; each of its zarr archives gets a version
     (its tree as of its applied batches; an upload still open goes into the next one)."""
     require_writer(user, dandiset)
-    versioning_since = storage_versioning_since()
+    versioning_since = ensure_storage_versioning()
     with transaction.atomic():
         dandiset = Dandiset.objects.select_for_update().get(pk=dandiset.pk)
         draft = Version.objects.get(dandiset=dandiset, version=Version.DRAFT)

@@ -12,7 +12,7 @@ import pytest
 import zarr
 from zarr.storage import LocalStore
 
-from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
+from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from tests.support.readers import (
     ARRAYS,
     WRITTEN,
@@ -33,7 +33,7 @@ def files_of(root: Path) -> dict[str, bytes]:
 def test_readers_read_a_version_after_the_draft_changed(
     live: Live, kind: str, tmp_path: Path
 ) -> None:
-    storage_versioning_since()  # as ensure_bucket sets a bucket up
+    ensure_storage_versioning()  # as ensure_bucket sets a bucket up
     root = tmp_path / "arrays.zarr"
     published = write_arrays(root)
     published_files = files_of(root)

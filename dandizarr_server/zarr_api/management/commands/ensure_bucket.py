@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from dandizarr.objectstore.s3 import S3ObjectStore
-from dandizarr_server.zarr_api.services.publishing import storage_versioning_since
+from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from dandizarr_server.zarr_api.storage import get_store
 
 CORS = {
@@ -64,5 +64,5 @@ class Command(BaseCommand):
             raise CommandError(f"bucket {bucket}: setting CORS failed: {error}") from error
         # Archive versions share objects with the draft: storage keeps what the draft replaces
         # (docs/versions.md). Publishing turns this on too; here it is on from the start.
-        storage_versioning_since()
+        ensure_storage_versioning()
         self.stdout.write(f"bucket {bucket} ready (versioning enabled)")
