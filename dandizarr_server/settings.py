@@ -34,7 +34,10 @@ django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-DATA_DIR = Path(env_str("DANDIZARR_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+# By default var/ of the checkout (make serve's); installed from a wheel, BASE_DIR is
+# site-packages, so var/ of the directory the service starts in instead.
+_DEFAULT_DATA_DIR = BASE_DIR / "var" if (BASE_DIR / "manage.py").is_file() else Path.cwd() / "var"
+DATA_DIR = Path(env_str("DANDIZARR_DATA_DIR", str(_DEFAULT_DATA_DIR))).resolve()
 
 DEBUG = env_bool("DANDIZARR_DEBUG", False)
 # Never a constant (dandizarr_server/embedded.py): the environment's, `dandizarr serve`'s own

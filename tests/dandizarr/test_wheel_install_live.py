@@ -1,0 +1,179 @@
+"""The service installed as production installs it (issue #38): the wheel built from the
+sources the Dockerfile copies, installed with the ``server`` extra into a fresh venv, and run
+from a directory outside the checkout, with ``dandizarr serve`` and with the production
+gunicorn command (DEBUG off, PostgreSQL, SeaweedFS). The installed client uploads a Zarr, and
+every page, its static files, the API docs, the admin's login and Neuroglancer answer.
+
+The editable ``.venv`` every other test runs from reads templates and static files from the
+checkout; a wheel without them served its pages 500 and their CSS 404."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.support.processes import free_port, stop_process, wait_for
+from tests.support.production import create_database, drop_database
+from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
+from tests.support.wheel_install import ROOT, Installed, build_wheel, install, run
+
+# A small Zarr v3 array, written by the zarr-python the server extra installs.
+MAKE_ZARR = (
+    "import sys, numpy, zarr; "
+    "a = zarr.create_array(sys.argv[1], shape=(64, 64), chunks=(16, 16), dtype='uint16'); "
+    "a[:] = numpy.arange(64 * 64, dtype='uint16').reshape(64, 64)"
+)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    directory = tmp_path_factory.mktemp("wheel-install")
+    wheel = build_wheel(directory)
+    return install(f"{wheel}[server]", directory / "venv")
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A working directory outside the checkout."""
+    directory = tmp_path / "elsewhere"
+    directory.mkdir()
+    assert not directory.resolve().is_relative_to(ROOT)
+    return directory
+
+
+def test_the_installed_packages_are_the_wheels(installed: Installed, outside: Path) -> None:
+    code = "import dandizarr as c, dandizarr_server as s; print(c.__file__, s.__file__)"
+    paths = run(installed, "python", "-c", code, cwd=outside).stdout.split()
+    for path in paths:
+        assert Path(path).is_relative_to(installed.venv), path
+
+
+def test_dandizarr_serve_from_the_wheel(installed: Installed, outside: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    # No DANDIZARR_DATA_DIR: an installed service keeps its data in ./var, never site-packages.
+    process = subprocess.Popen(
+        [str(installed.bin / "dandizarr"), "serve", "--port", str(port)],
+        cwd=outside,
+        env=installed.env(DANDIZARR_LOG_LEVEL="WARNING"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(url + "/api/info/", process, "dandizarr serve")
+        token = (outside / "var" / "admin-token").read_text().strip()
+        upload_and_walk(installed, outside, url, token)
+    finally:
+        stop_process(process)
+    assert not list(installed.venv.rglob("db.sqlite3"))
+
+
+@pytest.fixture
+def service_database() -> Iterator[str]:
+    """A new PostgreSQL database on the suite's server (``make test``'s DATABASE_URL); its URL."""
+    server = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    name = f"dandizarr_wheel_{uuid.uuid4().hex[:12]}"
+    yield create_database(server, name)
+    drop_database(server, name)
+
+
+def test_production_gunicorn_from_the_wheel(
+    installed: Installed,
+    outside: Path,
+    service_database: str,
+    seaweedfs: SeaweedS3,
+    seaweedfs_bucket: str,
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    settings = {
+        "DJANGO_SETTINGS_MODULE": "dandizarr_server.settings",
+        "DANDIZARR_SECRET_KEY": "wheel-install-test-" + "k" * 40,
+        "DANDIZARR_DEBUG": "false",
+        "DANDIZARR_ALLOWED_HOSTS": "127.0.0.1",
+        "DANDIZARR_PUBLIC_URL": url,
+        "DANDIZARR_DATA_DIR": str(outside / "data"),
+        "DANDIZARR_LOG_LEVEL": "WARNING",
+        "DATABASE_URL": service_database,
+        "DANDIZARR_STORAGE": "s3",
+        "DANDIZARR_S3_ENDPOINT_URL": seaweedfs.endpoint_url,
+        "DANDIZARR_S3_BUCKET": seaweedfs_bucket,
+        "DANDIZARR_S3_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+    }
+    # What docker-compose.yml's web runs, with django-admin for the image's manage.py.
+    run(installed, "django-admin", "migrate", "--noinput", cwd=outside, **settings)
+    run(installed, "django-admin", "bootstrap_admin", cwd=outside, **settings)
+    gunicorn = [
+        *("gunicorn", "dandizarr_server.wsgi", "-c", "python:dandizarr_server.gunicorn_config"),
+        *("--bind", f"127.0.0.1:{port}", "--workers", "2", "--timeout", "60"),
+    ]
+    log = outside / "gunicorn.log"
+    with open(log, "wb") as output:
+        process = subprocess.Popen(
+            [str(installed.bin / gunicorn[0]), *gunicorn[1:]],
+            cwd=outside,
+            env=installed.env(**settings),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(url + "/api/info/", process, "gunicorn")
+        token = (outside / "data" / "admin-token").read_text().strip()
+        upload_and_walk(installed, outside, url, token)
+    finally:
+        stop_process(process)
+    assert "Traceback" not in log.read_text(errors="replace"), log.read_text(errors="replace")
+
+
+def upload_and_walk(installed: Installed, cwd: Path, url: str, token: str) -> None:
+    """Upload a Zarr with the installed client, then get every page and what it loads."""
+    answer = requests.post(
+        url + "/api/dandisets/",
+        json={"name": "wheel"},
+        headers={"Authorization": f"Token {token}"},
+        timeout=30,
+    )
+    assert answer.status_code == 201, answer.text
+    dandiset = answer.json()["identifier"]
+    run(installed, "python", "-c", MAKE_ZARR, "image.zarr", cwd=cwd)
+    upload = run(
+        installed,
+        *("dandizarr", "upload", "image.zarr", "--dandiset", dandiset),
+        *("--server", url, "--token", token, "--json", "--no-progress"),
+        cwd=cwd,
+    )
+    result = json.loads(upload.stdout)
+    assert result["ok"], result
+    zarr_id = result["zarr_id"]
+
+    pages = {
+        "/": "image.zarr",
+        f"/archives/{zarr_id}/": "image.zarr",
+        f"/archives/{zarr_id}/tree/": "zarr.json",
+        "/api/docs/": "swagger-ui-bundle.js",
+        "/admin/login/": "csrfmiddlewaretoken",
+        "/neuroglancer/": "",
+    }
+    for path, text in pages.items():
+        page = requests.get(url + path, timeout=30)
+        assert page.status_code == 200, (path, page.status_code, page.text[:2000])
+        assert text in page.text, path
+    static = ROOT / "dandizarr_server/zarr_api/static/dandizarr"
+    for name in ["style.css", "neuroglancer-offline.js"]:
+        served = requests.get(f"{url}/static/dandizarr/{name}", timeout=30)
+        assert served.status_code == 200, name
+        assert served.content == (static / name).read_bytes(), name
+    for path in [
+        "/static/admin/css/base.css",
+        "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js",
+    ]:
+        assert requests.get(url + path, timeout=30).status_code == 200, path
