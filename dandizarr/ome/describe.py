@@ -17,6 +17,7 @@ from typing import Any
 from dandizarr.ome.documents import Documents, Node, join, nodes
 from dandizarr.ome.dtypes import dtype_name
 from dandizarr.ome.model import Axis, Channel, Collection, Image, Level, Problem, Summary
+from dandizarr.sharding.array_documents import ARRAY_V2, ARRAY_V3, ArrayDocument, MetadataError
 from dandizarr.sharding.array_metadata import MAX_RANK
 
 # An uploader's document may list any number of images, levels, channels, labels and members:
@@ -58,22 +59,16 @@ def _numbers(value: Any) -> tuple[float, ...] | None:
 
 
 def array_shape(node: Node) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None]:
-    """(shape, chunks, inner chunks of a sharded v3 array) from an array's metadata."""
-    doc = node.array or {}
-    shape = _ints(doc.get("shape"))
-    if node.zarr_format == 2:
-        return shape, _ints(doc.get("chunks")), None
-    grid = doc.get("chunk_grid")
-    config = grid.get("configuration") if isinstance(grid, Mapping) else None
-    chunks = _ints(config.get("chunk_shape")) if isinstance(config, Mapping) else ()
-    inner = None
-    codecs = doc.get("codecs")
-    for codec in codecs if isinstance(codecs, list) else []:
-        if isinstance(codec, Mapping) and codec.get("name") == "sharding_indexed":
-            configuration = codec.get("configuration")
-            if isinstance(configuration, Mapping):
-                inner = _ints(configuration.get("chunk_shape")) or None
-    return shape, chunks, inner
+    """(shape, chunks, inner chunks of a sharded v3 array) from an array's metadata, as the
+    one reader of array documents has them; empty for a malformed document."""
+    name = ARRAY_V2 if node.zarr_format == 2 else ARRAY_V3
+    try:
+        array = ArrayDocument.from_json(name, node.array or {})
+    except MetadataError:
+        return (), (), None
+    if array is None:
+        return (), (), None
+    return array.shape, array.chunks, array.inner_chunks
 
 
 def array_dtype(node: Node) -> str:

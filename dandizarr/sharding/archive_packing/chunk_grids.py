@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 import re
@@ -11,14 +10,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import numpy as np
-
-from dandizarr.sharding.array_metadata import (
-    CANONICAL_INT,
-    DATA_TYPES,
-    ChunkKeyEncoding,
-    metadata_ints,
+from dandizarr.sharding.array_documents import (
+    ARRAY_V2,
+    ARRAY_V3,
+    ArrayDocument,
+    MetadataError,
+    parse_document,
 )
+from dandizarr.sharding.array_metadata import CANONICAL_INT, ChunkKeyEncoding
 
 __all__ = [
     "METADATA_NAMES",
@@ -29,7 +28,7 @@ __all__ = [
     "is_plain_int",
 ]
 
-METADATA_NAMES = (".zarray", "zarr.json")
+METADATA_NAMES = (ARRAY_V2, ARRAY_V3)
 
 
 class PackingError(ValueError):
@@ -129,33 +128,6 @@ class ChunkGrid:
         return self.itemsize * math.prod(self.chunks)
 
 
-def _int_tuple(value: Any, what: str, source: str) -> tuple[int, ...]:
-    try:
-        return metadata_ints(value, what)
-    except ValueError as error:
-        raise PackingError(f"{source}: {error}") from None
-
-
-def _v2_itemsize(dtype: Any, source: str) -> int:
-    if not isinstance(dtype, str | list):
-        raise PackingError(f"{source}: dtype must be a string or a list, got {dtype!r}")
-    try:
-        parsed = np.dtype([tuple(f) for f in dtype] if isinstance(dtype, list) else dtype)
-    except (TypeError, ValueError):
-        return 1  # a dtype numpy doesn't know still has chunks; only size estimates suffer
-    return parsed.itemsize if parsed.kind != "O" and parsed.itemsize > 0 else 1
-
-
-def _v3_itemsize(data_type: Any) -> int:
-    if isinstance(data_type, str):
-        if data_type in DATA_TYPES:
-            return DATA_TYPES[data_type].itemsize
-        raw = re.fullmatch(r"r([1-9][0-9]*)", data_type)
-        if raw and int(raw.group(1)) % 8 == 0:
-            return int(raw.group(1)) // 8
-    return 1  # strings, extension types: unknown per-element size
-
-
 def grid_from_metadata(array_path: str, metadata_name: str, data: bytes) -> ChunkGrid | None:
     """The chunk grid an array's ``.zarray`` / ``zarr.json`` declares; None for a group."""
     source = f"{array_path}/{metadata_name}" if array_path else metadata_name
@@ -164,76 +136,20 @@ def grid_from_metadata(array_path: str, metadata_name: str, data: bytes) -> Chun
     if metadata_name not in METADATA_NAMES:
         raise PackingError(f"{source}: not a Zarr metadata file name")
     try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise PackingError(f"{source}: not valid JSON ({type(error).__name__})") from None
-    if not isinstance(doc, dict):
-        raise PackingError(f"{source}: metadata must be a JSON object")
-    if metadata_name == ".zarray":
-        return _grid_v2(array_path, doc, source)
-    return _grid_v3(array_path, doc, source)
-
-
-def _grid_v2(array_path: str, doc: Mapping[str, Any], source: str) -> ChunkGrid:
-    if doc.get("zarr_format", 2) != 2:
-        raise PackingError(f"{source}: zarr_format must be 2, got {doc.get('zarr_format')!r}")
-    for name in ("shape", "chunks", "dtype"):
-        if name not in doc:
-            raise PackingError(f"{source}: missing {name!r}")
-    separator = doc.get("dimension_separator") or "."
-    if separator not in ("/", "."):
-        raise PackingError(f"{source}: dimension_separator must be '/' or '.', got {separator!r}")
-    return _make_grid(
-        source,
-        array_path=array_path,
-        shape=_int_tuple(doc["shape"], "shape", source),
-        chunks=_int_tuple(doc["chunks"], "chunks", source),
-        separator=separator,
-        prefix="",
-        itemsize=_v2_itemsize(doc["dtype"], source),
-    )
-
-
-def _grid_v3(array_path: str, doc: Mapping[str, Any], source: str) -> ChunkGrid | None:
-    if doc.get("zarr_format") != 3:
-        raise PackingError(f"{source}: zarr_format must be 3, got {doc.get('zarr_format')!r}")
-    node_type = doc.get("node_type")
-    if node_type == "group":
-        return None
-    if node_type != "array":
-        raise PackingError(f"{source}: node_type must be 'array' or 'group', got {node_type!r}")
-    if "shape" not in doc:
-        raise PackingError(f"{source}: missing 'shape'")
-    grid = doc.get("chunk_grid")
-    if not isinstance(grid, Mapping) or grid.get("name") != "regular":
-        raise PackingError(f"{source}: only a 'regular' chunk_grid is supported, got {grid!r}")
-    config = grid.get("configuration")
-    if not isinstance(config, Mapping) or "chunk_shape" not in config:
-        raise PackingError(f"{source}: chunk_grid has no configuration.chunk_shape")
-    encoding_json = doc.get("chunk_key_encoding") or {"name": "default"}
-    if not isinstance(encoding_json, Mapping | str) or (
-        isinstance(encoding_json, Mapping)
-        and not isinstance(encoding_json.get("configuration") or {}, Mapping)
-    ):
-        raise PackingError(f"{source}: invalid chunk_key_encoding {encoding_json!r}")
-    try:
-        encoding = ChunkKeyEncoding.from_json(encoding_json)
-    except (AttributeError, TypeError, ValueError) as error:
+        array = ArrayDocument.from_json(metadata_name, parse_document(data))
+    except MetadataError as error:
         raise PackingError(f"{source}: {error}") from None
-    return _make_grid(
-        source,
-        array_path=array_path,
-        shape=_int_tuple(doc["shape"], "shape", source),
-        chunks=_int_tuple(config["chunk_shape"], "chunk_shape", source),
-        separator=encoding.separator,
-        prefix="c" if encoding.kind == "default" else "",
-        itemsize=_v3_itemsize(doc.get("data_type")),
-    )
-
-
-def _make_grid(source: str, **fields: Any) -> ChunkGrid:
+    if array is None:
+        return None
     try:
-        return ChunkGrid(**fields)
+        return ChunkGrid(
+            array_path=array_path,
+            shape=array.shape,
+            chunks=array.chunks,
+            separator=array.encoding.separator,
+            prefix="c" if array.encoding.kind == "default" else "",
+            itemsize=array.itemsize,
+        )
     except PackingError as error:
         raise PackingError(f"{source}: {error}") from None
 

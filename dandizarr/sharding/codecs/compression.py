@@ -139,6 +139,14 @@ class ZstdCodec(BytesBytesCodec):
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
+def blosc_shuffle_name(value: Any, itemsize: int) -> str:
+    """A Zarr v2 blosc compressor's numeric ``shuffle`` as v3 names it; -1 is numcodecs'
+    AUTOSHUFFLE (bit shuffle for one-byte items, byte shuffle otherwise)."""
+    if value == -1:
+        return "bitshuffle" if itemsize == 1 else "shuffle"
+    return next((name for name, n in _BLOSC_SHUFFLE.items() if n == value), "shuffle")
+
+
 @dataclass(frozen=True)
 class BloscCodec(BytesBytesCodec):
     name: ClassVar[str] = "blosc"

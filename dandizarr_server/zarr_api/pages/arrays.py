@@ -5,22 +5,20 @@ equivalent to: the same chunk bytes under ``v2`` chunk keys, its compressor as a
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from dandizarr.ome import dtype_name
-from dandizarr.sharding.array_metadata import (
-    DATA_TYPES,
-    ArrayMetadata,
-    ChunkKeyEncoding,
-    metadata_ints,
-    parse_fill_value,
+from dandizarr.sharding.array_documents import (
+    ARRAY_V2,
+    ARRAY_V3,
+    ArrayDocument,
+    MetadataError,
+    parse_document,
 )
+from dandizarr.sharding.array_metadata import ArrayMetadata
 from dandizarr.sharding.codec_registry import pipeline_from_json
 from dandizarr.sharding.codecs.base import ArraySpec, CodecJSON, codec_name_config
 from dandizarr.sharding.index import as_index_codecs
@@ -39,8 +37,6 @@ MAX_ARRAYS = 24
 MAX_PREVIEW_CHUNKS = 1024
 MAX_PREVIEW_DECODED_BYTES = 64 << 20
 MAX_METADATA_BYTES = 1 << 20
-
-_V2_BLOSC_SHUFFLE = {-1: "shuffle", 0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 
 
 class Unsupported(ValueError):
@@ -71,67 +67,6 @@ def _codec_text(name: str, config: Mapping[str, Any]) -> str:
     return f"{name}({shown})" if shown else name
 
 
-def _ints(value: Any, what: str) -> tuple[int, ...]:
-    try:
-        return metadata_ints(value, what)
-    except ValueError as error:
-        raise Unsupported(str(error)) from None
-
-
-def _v2_metadata(doc: Mapping[str, Any], shape: tuple[int, ...]) -> ArrayMetadata:
-    try:
-        dtype = np.dtype(doc["dtype"])
-    except (TypeError, ValueError):
-        raise Unsupported(f"data type {doc.get('dtype')!r} is not one this service reads") from None
-    native = dtype.newbyteorder("=")
-    if native.kind not in "biufc" or str(native) not in DATA_TYPES:
-        raise Unsupported(f"data type {doc['dtype']!r} is not numeric")
-    if doc.get("filters"):
-        names = ", ".join(str(f.get("id")) for f in doc["filters"])
-        raise Unsupported(f"filters ({names}) are not read by this service")
-    codecs: list[dict[str, Any]] = []
-    if doc.get("order", "C") == "F":
-        codecs.append(
-            {"name": "transpose", "configuration": {"order": list(range(len(shape)))[::-1]}}
-        )
-    codecs.append(
-        {
-            "name": "bytes",
-            "configuration": {"endian": "big" if dtype.byteorder == ">" else "little"},
-        }
-    )
-    compressor = doc.get("compressor")
-    if compressor:
-        kind = compressor.get("id")
-        if kind == "zstd":
-            codecs.append({"name": "zstd", "configuration": {"level": compressor.get("level", 0)}})
-        elif kind in ("gzip", "zlib"):  # the gzip codec reads either header
-            codecs.append({"name": "gzip", "configuration": {"level": compressor.get("level", 1)}})
-        elif kind == "blosc":
-            config = {
-                "cname": compressor.get("cname", "lz4"),
-                "clevel": compressor.get("clevel", 5),
-                "shuffle": _V2_BLOSC_SHUFFLE.get(compressor.get("shuffle", 1), "shuffle"),
-                "typesize": native.itemsize,
-                "blocksize": compressor.get("blocksize", 0),
-            }
-            codecs.append({"name": "blosc", "configuration": config})
-        else:
-            raise Unsupported(f"compressor {kind!r} is not read by this service")
-    fill = doc.get("fill_value")
-    separator = doc.get("dimension_separator") or "."
-    return ArrayMetadata(
-        shape=shape,
-        dtype=DATA_TYPES[str(native)],
-        chunk_shape=_ints(doc["chunks"], "chunks"),
-        fill_value=parse_fill_value(0 if fill is None else fill, DATA_TYPES[str(native)]),
-        codecs=codecs,
-        chunk_key_encoding=ChunkKeyEncoding.from_json(
-            {"name": "v2", "configuration": {"separator": separator}}
-        ),
-    )
-
-
 def _v3_codecs(doc: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None]:
     names: list[str] = []
     sharding = None
@@ -151,46 +86,42 @@ def _v3_codecs(doc: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None]:
 
 
 def describe(path: str, name: str, raw: bytes) -> ArrayInfo | None:
-    """The array whose metadata file ``path/name`` holds ``raw``; None for a group."""
+    """The array whose metadata file ``path/name`` holds ``raw``; None for a group or a file
+    that is no JSON object (the library's one reader: dandizarr.sharding.array_documents)."""
+    zarr_format = 2 if name == ARRAY_V2 else 3
     try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        doc = parse_document(raw)
+    except MetadataError:
         return None
-    if not isinstance(doc, dict):
-        return None
-    if name == "zarr.json" and doc.get("node_type") != "array":
+    if name == ARRAY_V3 and doc.get("node_type") != "array":
         return None
     try:
-        shape = _ints(doc.get("shape"), "shape")
-        if name == ".zarray":
-            chunks = _ints(doc.get("chunks"), "chunks")
-            dtype = dtype_name(2, doc.get("dtype"))
+        array = ArrayDocument.from_json(name, doc)
+        assert array is not None  # a v3 group was answered above
+        if zarr_format == 2:
             compressor = doc.get("compressor")
+            filters = doc.get("filters")
             codecs = tuple(
                 _codec_text(str(c.get("id")), c)
-                for c in [*(doc.get("filters") or []), compressor]
-                if c
+                for c in [*(filters if isinstance(filters, list) else []), compressor]
+                if isinstance(c, Mapping)
             )
             sharding = None
         else:
-            grid = doc.get("chunk_grid") or {}
-            chunks = _ints((grid.get("configuration") or {}).get("chunk_shape"), "chunk_shape")
-            dtype = dtype_name(3, doc.get("data_type"))
             codecs, sharding = _v3_codecs(doc)
-    except (Unsupported, AttributeError, KeyError, TypeError) as error:
-        return ArrayInfo(
-            path, 2 if name == ".zarray" else 3, (), (), "?", (), None, None, str(error)
-        )
+        dtype = dtype_name(zarr_format, doc.get("dtype" if zarr_format == 2 else "data_type"))
+    except (MetadataError, AttributeError, KeyError, TypeError) as error:
+        return ArrayInfo(path, zarr_format, (), (), "?", (), None, None, str(error))
     metadata, problem = None, None
     try:
-        metadata = _v2_metadata(doc, shape) if name == ".zarray" else ArrayMetadata.from_json(doc)
+        metadata = array.v3_metadata()
         spec = ArraySpec(metadata.chunk_shape, metadata.dtype, metadata.fill_value)
         pipeline_from_json(metadata.codecs, spec)
         problem = _plane_problem(metadata)
-    except (Unsupported, ValueError, KeyError, TypeError) as error:
+    except (ValueError, KeyError, TypeError) as error:
         problem = str(error) or type(error).__name__
     return ArrayInfo(
-        path, 2 if name == ".zarray" else 3, shape, chunks, dtype, codecs, sharding,
+        path, zarr_format, array.shape, array.chunks, dtype, codecs, sharding,
         metadata if problem is None else None, problem,
     )  # fmt: skip
 
