@@ -106,8 +106,28 @@ def _group_changes(
     return by_directory
 
 
-def apply_changes(tree: ChecksumTree, changes: Mapping[str, FileState | None]) -> TreeSummary:
-    """Apply ``path -> FileState`` (added or overwritten) / ``None`` (removed); new root summary."""
+class ListingReader(Protocol):
+    """What ``changed_tree`` reads listings from (a ``ChecksumTree``, or any reader)."""
+
+    def read_many(self, directories: Sequence[str]) -> dict[str, DirectoryListing | None]: ...
+
+
+@dataclass
+class ChangedTree:
+    """A batch of changes computed over a tree, nothing written yet."""
+
+    # Every affected directory (the changed paths' parents and all their ancestors) as the
+    # changes leave it: None where it is empty (no such directory any more, or never was).
+    listings: dict[str, DirectoryListing | None]
+    # What a store must write and delete to get there: only what differs from what it had.
+    writes: dict[str, DirectoryListing]
+    deletes: list[str]
+    summary: TreeSummary
+
+
+def changed_tree(tree: ListingReader, changes: Mapping[str, FileState | None]) -> ChangedTree:
+    """The listings ``changes`` (``path -> FileState`` added or overwritten, ``None`` removed)
+    make of ``tree``'s, every affected directory's, computed in memory bottom-up."""
     by_directory = _group_changes(changes)
     affected = {""}
     for directory in by_directory:
@@ -159,17 +179,24 @@ def apply_changes(tree: ChecksumTree, changes: Mapping[str, FileState | None]) -
                     up.directories[name] = DirectoryEntry(name, digest, size)
                     changed.add(up_path)
 
-    # All levels in one call, so a store can write them with a single flush to disk. Order does
-    # not matter for correctness: a rerun after a crash rewrites the same listings.
-    writes = {d: new[d] for d in ordered if d in changed and not new[d].is_empty()}
-    deletes = [d for d in ordered if new[d].is_empty() and stored.get(d) is not None]
-    if writes:
-        tree.write_many(writes)
-    if deletes:
-        tree.delete_many(deletes)
-
     root = new[""]
-    if root.is_empty():
-        return TreeSummary(EMPTY_DIGEST, 0, 0)
-    digest, count, size = root.summary()
-    return TreeSummary(digest, count, size)
+    empty = root.is_empty()
+    return ChangedTree(
+        listings={d: None if new[d].is_empty() else new[d] for d in ordered},
+        writes={d: new[d] for d in ordered if d in changed and not new[d].is_empty()},
+        deletes=[d for d in ordered if new[d].is_empty() and stored.get(d) is not None],
+        summary=TreeSummary(EMPTY_DIGEST, 0, 0) if empty else TreeSummary(*root.summary()),
+    )
+
+
+def apply_changes(tree: ChecksumTree, changes: Mapping[str, FileState | None]) -> TreeSummary:
+    """Apply ``path -> FileState`` (added or overwritten) / ``None`` (removed); new root summary.
+    Writes only the listings that changed, all levels in one call, so a store can write them
+    with a single flush to disk. Order does not matter for correctness: a rerun after a crash
+    rewrites the same listings."""
+    computed = changed_tree(tree, changes)
+    if computed.writes:
+        tree.write_many(computed.writes)
+    if computed.deletes:
+        tree.delete_many(computed.deletes)
+    return computed.summary

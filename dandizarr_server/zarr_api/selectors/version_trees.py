@@ -1,15 +1,20 @@
-"""Reading an archive version (docs/versions.md): the draft's tree with FileHistory over it.
+"""Reading an archive version (docs/versions.md, "Why a version never changes").
 
 A version of generation g differs from the draft exactly at the paths with a FileHistory row
 ``until_generation >= g`` (each path's row with the smallest such generation holds its state at
-g). Its listings are the draft's with those states applied, computed by the same code that
-applies batches (``apply_changes``) into memory, so their digests are exact: the root's must be
-the version's recorded checksum.
+g). A change commits the row recording what it replaces before the change can be seen
+(dandizarr_server.zarr_api.services.file_history), so a path without such a row is, in the
+draft, what it is in the version, now and later; and a directory with no such row below it is
+the same listing, digests and all, in both: it is read from the draft.
 
-Consistency without locks: a tree update commits its rows before it writes a listing
-(dandizarr_server.zarr_api.services.file_history). A reader reads the draft's listings, then asks
-whether rows newer than those it applied exist; if none do, every change those listings show is
-undone by a row it applied. Otherwise it starts again with the new rows.
+Every other directory ("frozen") is computed from the rows and the draft's listings by the code
+that applies batches (``changed_tree``): all of them, also those the rows leave as the draft has
+them at that moment, so no later change of the draft can show through. A frozen listing is the
+version's, which never changes: a process keeps it for good. What a process has frozen is keyed
+by the rows it applied (the largest row id: an archive's rows are inserted under its TreeLock,
+so their ids grow in commit order). A read of a directory it has not frozen asks the database,
+after reading the draft, whether the archive has rows beyond those (a change made by any
+process); if so, it freezes the directories they reach and reads again.
 """
 
 from __future__ import annotations
@@ -17,9 +22,15 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from dandizarr.checksums import DirectoryListing, FileState, TreeSummary, apply_changes
+from dandizarr.checksums import (
+    EMPTY_DIGEST,
+    DirectoryListing,
+    FileState,
+    TreeSummary,
+    changed_tree,
+)
 from dandizarr_server.zarr_api.exceptions import NotFound, ServiceUnavailable
 from dandizarr_server.zarr_api.keys import file_key
 from dandizarr_server.zarr_api.models import ArchiveVersion, FileHistory, ZarrArchive
@@ -28,7 +39,7 @@ from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, me
 from dandizarr_server.zarr_api.storage import get_store
 from dandizarr_server.zarr_api.tree import CachedTree
 
-# Versions whose overlays this process keeps (each holds the listings its changes touch).
+# Versions whose frozen listings this process keeps (each holds the listings its rows reach).
 _KEPT_VERSIONS = 16
 # A reader racing tree updates starts again at most this often, then answers 503.
 _ATTEMPTS = 5
@@ -45,42 +56,43 @@ class HistoryState:
     offset: int | None
 
 
+@dataclass(frozen=True)
+class Frozen:
+    """What a process knows for good of one version: the state of every path with a row, and
+    the listing (None: no such directory) of every directory with such a path below it."""
+
+    rows: Mapping[str, HistoryState]
+    # The largest FileHistory id applied: rows beyond it are changes not yet frozen.
+    through: int
+    listings: Mapping[str, DirectoryListing | None]
+
+
 @dataclass
-class Overlay:
-    """The rows of a version applied over the draft: the listings they change."""
+class _FrozenOverDraft:
+    """Listings as the version has them where frozen, else as the draft has them."""
 
-    rows: dict[str, HistoryState]
-    last_row_id: int
-    listings: dict[str, DirectoryListing | None]
-    summary: TreeSummary
-
-
-@dataclass
-class _MemoryTree:
-    """A ChecksumTree that reads the draft and keeps its writes in memory."""
-
-    base: CachedTree
-    written: dict[str, DirectoryListing | None] = field(default_factory=dict)
+    frozen: Mapping[str, DirectoryListing | None]
+    draft: CachedTree
 
     def read_many(self, directories: Sequence[str]) -> dict[str, DirectoryListing | None]:
-        return self.base.read_many(directories)
-
-    def write_many(self, listings: Mapping[str, DirectoryListing]) -> None:
-        self.written.update(listings)
-
-    def delete_many(self, directories: Sequence[str]) -> None:
-        self.written.update(dict.fromkeys(directories))
+        rest = [d for d in directories if d not in self.frozen]
+        drafts = self.draft.read_many(rest) if rest else {}
+        return {d: self.frozen[d] if d in self.frozen else drafts[d] for d in directories}
 
 
-_overlays: OrderedDict[int, Overlay] = OrderedDict()
-_overlays_lock = threading.Lock()
+_frozen: OrderedDict[int, Frozen] = OrderedDict()
+_frozen_lock = threading.Lock()
 
 
-def _rows_at(archive: ZarrArchive, generation: int) -> tuple[dict[str, HistoryState], int]:
+def _rows_after(
+    archive: ZarrArchive, generation: int, after: int
+) -> tuple[dict[str, HistoryState], int]:
+    """Each path's state at ``generation`` among the rows with ids beyond ``after``, and the
+    largest id read (``after`` when there are none)."""
     rows: dict[str, HistoryState] = {}
-    last = 0
+    last = after
     found = (
-        FileHistory.objects.filter(archive=archive, until_generation__gte=generation)
+        FileHistory.objects.filter(archive=archive, until_generation__gte=generation, id__gt=after)
         .order_by("path", "until_generation")
         .values_list("id", "path", "present", "md5", "size", "key", "offset")
     )
@@ -91,25 +103,30 @@ def _rows_at(archive: ZarrArchive, generation: int) -> tuple[dict[str, HistorySt
     return rows, last
 
 
-def _newer_rows(archive: ZarrArchive, generation: int, last_row_id: int) -> bool:
+def _rows_beyond(archive: ZarrArchive, generation: int, through: int) -> bool:
     return FileHistory.objects.filter(
-        archive=archive, until_generation__gte=generation, id__gt=last_row_id
+        archive=archive, until_generation__gte=generation, id__gt=through
     ).exists()
 
 
-def _overlay(archive: ZarrArchive, version: ArchiveVersion, draft: CachedTree) -> Overlay:
-    rows, last = _rows_at(archive, version.generation)
+def _freeze(
+    archive: ZarrArchive, version: ArchiveVersion, known: Frozen, draft: CachedTree
+) -> Frozen:
+    """``known`` with the rows beyond it applied. A path that already has a row keeps it: later
+    rows are of later generations, and the smallest generation's row is the version's state."""
+    rows, through = _rows_after(archive, version.generation, known.through)
+    added = {path: state for path, state in rows.items() if path not in known.rows}
+    if not added:
+        return Frozen(known.rows, through, known.listings)
     changes = {
         path: FileState(size=state.size, md5=state.md5) if state.present else None
-        for path, state in rows.items()
+        for path, state in added.items()
     }
-    memory = _MemoryTree(draft)
-    summary = apply_changes(memory, changes) if changes else _draft_summary(archive)
-    return Overlay(rows, last, memory.written, summary)
+    computed = changed_tree(_FrozenOverDraft(known.listings, draft), changes)
+    return Frozen({**known.rows, **added}, through, {**known.listings, **computed.listings})
 
 
-def _draft_summary(archive: ZarrArchive) -> TreeSummary:
-    return TreeSummary(archive.checksum, archive.file_count, archive.size)
+_NOTHING_FROZEN = Frozen({}, 0, {})
 
 
 @dataclass
@@ -126,27 +143,47 @@ class VersionTree:
     def zarr_id(self) -> str:
         return str(self.archive.zarr_id)
 
-    def overlay(self) -> Overlay:
-        with _overlays_lock:
-            found = _overlays.get(self.version.pk)
+    def _known(self) -> Frozen | None:
+        with _frozen_lock:
+            found = _frozen.get(self.version.pk)
             if found is not None:
-                _overlays.move_to_end(self.version.pk)
-        if found is None:
-            found = _overlay(self.archive, self.version, self.draft)
-            self._keep(found)
+                _frozen.move_to_end(self.version.pk)
         return found
 
-    def _keep(self, overlay: Overlay) -> None:
-        with _overlays_lock:
-            _overlays[self.version.pk] = overlay
-            while len(_overlays) > _KEPT_VERSIONS:
-                _overlays.popitem(last=False)
+    def frozen(self) -> Frozen:
+        """What this process has frozen of the version; the first time, every row applied."""
+        return self._known() or self._frozen_further(_NOTHING_FROZEN)
 
-    def _stale(self, overlay: Overlay) -> bool:
-        if not _newer_rows(self.archive, self.version.generation, overlay.last_row_id):
+    def _frozen_further(self, known: Frozen) -> Frozen:
+        """``known`` with every row committed since applied, kept for the process's readers.
+        Exact once no row beyond it exists after its draft reads: a change those reads saw
+        committed its row first, and a row applied over a listing that showed the change puts
+        the version's state back."""
+        further = known
+        for _ in range(_ATTEMPTS):
+            further = _freeze(self.archive, self.version, further, self.draft)
+            if _rows_beyond(self.archive, self.version.generation, further.through):
+                continue
+            with _frozen_lock:
+                kept = _frozen.get(self.version.pk)
+                # Another thread may have gone further meanwhile: what it froze is as exact.
+                if kept is None or kept.through < further.through:
+                    _frozen[self.version.pk] = further
+                    _frozen.move_to_end(self.version.pk)
+                while len(_frozen) > _KEPT_VERSIONS:
+                    _frozen.popitem(last=False)
+            return further
+        raise ServiceUnavailable(
+            f"zarr archive {self.archive.zarr_id} is changing too fast to read version "
+            f"{self.version.number}; try again"
+        )
+
+    def _moved_past(self, frozen: Frozen) -> bool:
+        """Whether the archive has rows beyond ``frozen`` (then the draft may have moved
+        anywhere they reach): if so, they are frozen before the reader tries again."""
+        if not _rows_beyond(self.archive, self.version.generation, frozen.through):
             return False
-        with _overlays_lock:
-            _overlays.pop(self.version.pk, None)
+        self._frozen_further(frozen)
         return True
 
     def read(self, directory: str) -> DirectoryListing | None:
@@ -154,13 +191,15 @@ class VersionTree:
 
     def read_many(self, directories: Sequence[str]) -> dict[str, DirectoryListing | None]:
         for _ in range(_ATTEMPTS):
-            overlay = self.overlay()
-            rest = [d for d in directories if d not in overlay.listings]
+            frozen = self.frozen()
+            rest = [d for d in directories if d not in frozen.listings]
             drafts = self.draft.read_many(rest) if rest else {}
-            if self._stale(overlay):
+            # Frozen listings are final; the draft's are the version's only if no change
+            # reached them (no row beyond those frozen).
+            if rest and self._moved_past(frozen):
                 continue
             return {
-                d: overlay.listings[d] if d in overlay.listings else drafts[d] for d in directories
+                d: frozen.listings[d] if d in frozen.listings else drafts[d] for d in directories
             }
         raise ServiceUnavailable(
             f"zarr archive {self.archive.zarr_id} is changing too fast to read version "
@@ -168,7 +207,10 @@ class VersionTree:
         )
 
     def summary(self) -> TreeSummary:
-        return self.overlay().summary
+        """The version's root, as computed here (``version.checksum`` is what was published:
+        the audit compares the two)."""
+        root = self.read("")
+        return TreeSummary(*root.summary()) if root is not None else TreeSummary(EMPTY_DIGEST, 0, 0)
 
     def locate(self, path: str, md5: str, size: int) -> MemberLocation:
         """Where the bytes of file ``path`` (``md5``, ``size`` in this version's listing) are."""
@@ -181,23 +223,12 @@ class VersionTree:
         self, path: str, known: tuple[str, int] | None = None
     ) -> tuple[tuple[str, int], MemberLocation] | None:
         """File ``path`` of this version, ``((md5, size), where its bytes are)``, or None;
-        its listing entry read here unless ``known``. One check for newer rows in all."""
+        its listing entry read here unless ``known``. A path with a row is answered by it
+        (final); any other costs one check for newer rows."""
         parent, _, name = path.rpartition("/")
         for _ in range(_ATTEMPTS):
-            overlay = self.overlay()
-            state = overlay.rows.get(path)
-            entry = known
-            if state is None and entry is None:
-                listing = (
-                    overlay.listings[parent]
-                    if parent in overlay.listings
-                    else self.draft.read(parent)
-                )
-                file = listing.files.get(name) if listing is not None else None
-                entry = (file.digest, file.size) if file is not None else None
-            member = None if state is not None else member_location(self.archive, path)
-            if self._stale(overlay):
-                continue
+            frozen = self.frozen()
+            state = frozen.rows.get(path)
             if state is not None:
                 if not state.present:
                     return None
@@ -205,11 +236,24 @@ class VersionTree:
                 if state.offset is not None:
                     return entry, _shard_range(state)
                 return entry, _loose(state.key, state.md5, state.size)
-            if entry is None:
+            found = known
+            if found is None:
+                listing = (
+                    frozen.listings[parent]
+                    if parent in frozen.listings
+                    else self.draft.read(parent)
+                )
+                file = listing.files.get(name) if listing is not None else None
+                found = (file.digest, file.size) if file is not None else None
+            # No row: the draft's file is the version's, where the draft keeps it now.
+            member = member_location(self.archive, path)
+            if self._moved_past(frozen):
+                continue
+            if found is None:
                 return None
             if member is not None:
-                return entry, member
-            return entry, _loose(file_key(self.archive.zarr_id, path), *entry)
+                return found, member
+            return found, _loose(file_key(self.archive.zarr_id, path), *found)
         raise ServiceUnavailable(f"zarr archive {self.archive.zarr_id} is changing; try again")
 
 
@@ -222,14 +266,14 @@ _RESOLVED_ENTRIES = 100_000
 def _loose(key: str, md5: str, size: int) -> MemberLocation:
     """A loose file's bytes: the version of its key with that md5, by id, so a read is exact
     whatever the draft writes to the key meanwhile."""
-    with _overlays_lock:
+    with _frozen_lock:
         version_id = _resolved.get((key, md5))
     if version_id is None:
         found = get_store().find_version(key, md5)
         if found is None:
             raise NotFound(f"the bytes of {key!r} (md5 {md5}) are gone from storage")
         version_id = found.version_id
-        with _overlays_lock:
+        with _frozen_lock:
             _resolved[key, md5] = version_id
             while len(_resolved) > _RESOLVED_ENTRIES:
                 _resolved.popitem(last=False)

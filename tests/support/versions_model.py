@@ -1,0 +1,399 @@
+"""A model of one archive's draft and published versions, and a seeded random walk over the
+service's API checking, after every step, that the draft and every version read exactly as
+the model says (docs/versions.md, "Why a version never changes").
+
+Steps: uploads (new and overwriting paths, nested and odd names), deletes, cancelled uploads,
+pack batches, conversion into shards (``POST pack/``), publishes, resets to any version,
+compaction, garbage collection (the harness runs it with no undelete window) and the release
+of the (embargoed) dandiset. Checks, through every reader the harness gives (each web process
+of a deployment): the checksum, the recursive listing, the DANDI listing, the tree digest of
+every directory any state has, the ``/zarr/`` root index, the manifest's entries, and every
+file's bytes through ``/zarr/{id}/...`` (404 where the state has none), and that strangers see
+nothing while the dandiset is private.
+
+The walk is ``random.Random(seed)``: a failure names the seed and the steps that led to it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dandizarr.sharding.archive_packing import build_shard
+from tests.support.api import expected_checksum, md5, put
+from tests.support.model_api import Answer, Api, quoted
+
+# No path is a directory of another, so every batch is valid as far as paths go.
+PATHS = [
+    "top",
+    "a/x",
+    "a/b/c.bin",
+    "e/f/g",
+    "deep/1/2/3/leaf",
+    "caf\u00e9/na\u00efve \u00fc",
+    "odd/a b+c=%41",
+    "img/.zarray",
+    "img/0.0",
+    "img/0.1",
+    "img/1.0",
+    "img/1.1",
+]
+# A Zarr v2 array whose chunk files ``POST pack/`` packs into shards.
+ZARRAY = json.dumps(
+    {
+        "zarr_format": 2,
+        "shape": [4, 4],
+        "chunks": [2, 2],
+        "dtype": "|u1",
+        "compressor": None,
+        "fill_value": 0,
+        "order": "C",
+        "filters": None,
+    }
+).encode()
+CONTENTS = [b"", b"one", b"two", b"three" * 50, bytes(range(256))]
+
+
+@dataclass
+class Harness:
+    """What differs between the shapes the walk runs in."""
+
+    writer: Api
+    readers: list[Api]
+    anonymous: Api
+    collect_garbage: Callable[[str], None]  # zarr_id: every unreferenced object goes now
+    compact: Callable[[str], None]  # zarr_id: every live shard rewritten
+    # Until ``ready()`` is true (a deployment's workers apply changes in the background).
+    wait: Callable[[Callable[[], bool], str], None]
+
+
+@dataclass
+class Published:
+    number: int
+    zarr_id: str
+    dandiset_version: str
+    files: dict[str, bytes]
+
+
+@dataclass
+class Model:
+    draft: dict[str, bytes] = field(default_factory=dict)
+    versions: list[Published] = field(default_factory=list)
+    private: bool = True
+
+
+def _ok(answer: Answer, *expected: int) -> Answer:
+    assert answer.status in expected, (answer.status, answer.body[:2000])
+    return answer
+
+
+class VersionsWalk:
+    def __init__(
+        self, harness: Harness, seed: int, *, max_versions: int = 6, log: Callable[[str], None]
+    ) -> None:
+        self.h = harness
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.max_versions = max_versions
+        self.log = log
+        self.model = Model()
+        self.steps: list[str] = []
+        self.count = 0
+        created = self._post("/api/dandisets/?embargo=true", {"name": f"versions model {seed}"})
+        self.dandiset = str(created.json()["identifier"])
+        archive = {"name": "model.zarr", "dandiset": self.dandiset, "layout": "sharded"}
+        self.zarr_id = str(self._post("/api/zarr/", archive).json()["zarr_id"])
+        assets = f"/api/dandisets/{self.dandiset}/versions/draft/assets/"
+        self._post(assets, {"path": "model.zarr", "zarr_id": self.zarr_id})
+
+    # --- driving ---------------------------------------------------------------------------
+
+    def run(self, steps: int) -> Model:
+        self.log(f"versions model walk: seed {self.seed}, {steps} steps, archive {self.zarr_id}")
+        for _ in range(steps):
+            self.step()
+        return self.model
+
+    def step(self) -> None:
+        rules: list[tuple[int, Callable[[], str]]] = [
+            (6, self.upload),
+            (3, self.delete),
+            (1, self.cancel),
+            (2, self.pack),
+            (1, self.convert),
+            (3, self.publish),
+            (3, self.reset),
+            (1, self.compact),
+            (1, self.collect_garbage),
+            (1, self.unembargo),
+        ]
+        rule = self.rng.choices([r for _, r in rules], weights=[w for w, _ in rules])[0]
+        self.count += 1
+        try:
+            self.steps.append(f"{self.count}: {rule()}")
+            self.check()
+        except AssertionError as error:
+            history = "\n  ".join(self.steps[-12:])
+            raise AssertionError(
+                f"versions model, seed {self.seed}, step {self.count}; last steps:\n  {history}"
+                f"\n{error}"
+            ) from error
+
+    # --- rules -----------------------------------------------------------------------------
+
+    def _draw_files(self, most: int, paths: list[str] = PATHS) -> dict[str, bytes]:
+        chosen = self.rng.sample(paths, self.rng.randint(1, most))
+        fresh = f"step {self.count}".encode()
+        return {
+            p: ZARRAY if p == "img/.zarray" else self.rng.choice([*CONTENTS, fresh]) for p in chosen
+        }
+
+    def _describe(self, files: dict[str, bytes]) -> str:
+        return ", ".join(f"{p}={md5(b)[:6]}" for p, b in sorted(files.items()))
+
+    def upload(self) -> str:
+        files = self._draw_files(4)
+        urls = self._start(files)
+        for path, body in files.items():
+            _put(urls[path], body)
+        self._post(f"/api/zarr/{self.zarr_id}/upload/complete/")
+        self._settle()
+        self.model.draft.update(files)
+        return f"upload {self._describe(files)}"
+
+    def delete(self) -> str:
+        if not self.model.draft:
+            return self.upload()
+        paths = self.rng.sample(
+            sorted(self.model.draft), self.rng.randint(1, min(3, len(self.model.draft)))
+        )
+        body = [{"path": p} for p in paths]
+        _ok(self._request("DELETE", f"/api/zarr/{self.zarr_id}/files/", body=body), 204)
+        self._settle()
+        for path in paths:
+            del self.model.draft[path]
+        return f"delete {', '.join(paths)}"
+
+    def cancel(self) -> str:
+        files = self._draw_files(3)
+        urls = self._start(files)
+        sent = {p: b for p, b in files.items() if self.rng.random() < 0.7}
+        for path, body in sent.items():
+            _put(urls[path], body)
+        packed = self._packed()
+        _ok(self._request("DELETE", f"/api/zarr/{self.zarr_id}/upload/"), 204)
+        self._settle()
+        for path, body in sent.items():
+            # The PUT replaced a loose file's object; the cancel deletes it, old bytes and all
+            # (the draft's: versions keep theirs). A packed file's bytes are in its shard.
+            if path not in packed and self.model.draft.get(path) != body:
+                self.model.draft.pop(path, None)
+        return f"cancel after PUT of {self._describe(sent)}"
+
+    def pack(self) -> str:
+        # Not the array's metadata: conversion reads it as a loose object.
+        files = self._draw_files(4, [p for p in PATHS if p != "img/.zarray"])
+        paths = sorted(files)
+        split = self.rng.randint(0, len(paths))
+        declarations, bodies = [], {}
+        for index, group in enumerate(g for g in (paths[:split], paths[split:]) if g):
+            sink = io.BytesIO()
+            built = build_shard(
+                (len(group),), ((p, i, files[p]) for i, p in enumerate(group)), sink
+            )
+            bodies[f"shard{index}"] = sink.getvalue()
+            members = [
+                {"path": r.path, "md5": r.md5, "size": r.length, "offset": r.offset}
+                for r in built.members
+            ]
+            declarations.append(
+                {
+                    "name": f"shard{index}",
+                    "etag": md5(sink.getvalue()),
+                    "size": len(sink.getvalue()),
+                    "members": members,
+                }
+            )
+        started = self._post(f"/api/zarr/{self.zarr_id}/upload/", {"shards": declarations})
+        for target in started.json()["shards"]:
+            _put(target["upload_url"], bodies[target["name"]])
+        batch = self._post(f"/api/zarr/{self.zarr_id}/upload/complete/").json()["batch"]
+        self._settle()
+        state = self._get(f"/api/zarr/{self.zarr_id}/batches/{batch}/").json()
+        assert state["state"] == "applied", state
+        self.model.draft.update(files)
+        return f"pack {self._describe(files)} in {len(declarations)} shard(s)"
+
+    def convert(self) -> str:
+        self._post(f"/api/zarr/{self.zarr_id}/pack/", expected=202)
+        self._settle()
+        return "convert (POST pack/)"
+
+    def publish(self) -> str:
+        if len(self.model.versions) >= self.max_versions:
+            return self.reset()
+        answer = self._post(f"/api/dandisets/{self.dandiset}/versions/draft/publish/")
+        name = str(answer.json()["version"])
+        number = len(self.model.versions) + 1
+        found = self._get(f"/api/zarr/{self.zarr_id}/versions/{number}/").json()
+        assert name in found["dandiset_versions"], found
+        self.model.versions.append(
+            Published(number, found["zarr_id"], name, dict(self.model.draft))
+        )
+        return f"publish {name} (version {number})"
+
+    def reset(self) -> str:
+        if not self.model.versions:
+            return self.publish()
+        version = self.rng.choice(self.model.versions)
+        self._post(f"/api/zarr/{self.zarr_id}/versions/{version.number}/reset/", expected=202)
+        self._settle()
+        self.model.draft = dict(version.files)
+        return f"reset to version {version.number}"
+
+    def compact(self) -> str:
+        self.h.compact(self.zarr_id)
+        return "compact every shard"
+
+    def collect_garbage(self) -> str:
+        self.h.collect_garbage(self.zarr_id)
+        return "collect garbage (no window)"
+
+    def unembargo(self) -> str:
+        if not self.model.private:
+            return self.upload()
+        self._post(f"/api/dandisets/{self.dandiset}/unembargo/", expected=202)
+
+        def released() -> bool:
+            shown = self._get(f"/api/dandisets/{self.dandiset}/").json()
+            return bool(shown["embargo_status"] == "OPEN")
+
+        self.h.wait(released, "the release of the dandiset")
+        self.model.private = False
+        return "unembargo"
+
+    # --- checks ----------------------------------------------------------------------------
+
+    def check(self) -> None:
+        states = [("draft", self.zarr_id, self.model.draft)] + [
+            (f"version {v.number}", v.zarr_id, v.files) for v in self.model.versions
+        ]
+        every_path = sorted({p for _, _, files in states for p in files})
+        directories = sorted({d for p in every_path for d in _ancestors(p)})
+        for index, reader in enumerate(self.h.readers):
+            for label, zarr_id, files in states:
+                where = f"{label} ({zarr_id}) through reader {index}"
+                self._check_state(reader, zarr_id, files, every_path, directories, where)
+
+    def _check_state(
+        self,
+        reader: Api,
+        zarr_id: str,
+        files: dict[str, bytes],
+        every_path: list[str],
+        directories: list[str],
+        where: str,
+    ) -> None:
+        def get(path: str, **params: str) -> Answer:
+            return reader.request("GET", path, params=params or None)
+
+        expected = {p: md5(b) for p, b in files.items()}
+        detail = _ok(get(f"/api/zarr/{zarr_id}/"), 200).json()
+        summary = (_checksum(files), len(files), sum(map(len, files.values())))
+        assert (detail["checksum"], detail["file_count"], detail["size"]) == summary, where
+        assert detail["checksum_status"] == "complete", where
+        listed = _ok(get(f"/api/zarr/{zarr_id}/files/", recursive="true", limit="10000"), 200)
+        assert {e["path"]: e["digest"] for e in listed.json()["results"]} == expected, where
+        dandi = _ok(get(f"/api/zarr/{zarr_id}/files/"), 200).json()
+        assert {e["Key"]: e["ETag"] for e in dandi["results"]} == expected, where
+        assert dandi["count"] == len(files), where
+        for directory in ["", *directories]:
+            below = _below(files, directory)
+            tree = get(f"/api/zarr/{zarr_id}/tree/{quoted(directory)}")
+            if directory and not below:
+                assert tree.status == 404, (where, directory, tree.status)
+                continue
+            assert tree.status == 200, (where, directory, tree.body[:500])
+            assert tree.json()["digest"] == _checksum(below), (where, directory)
+        index = _ok(
+            reader.request("GET", f"/zarr/{zarr_id}/", headers={"Accept": "application/json"}),
+            200,
+        ).json()
+        assert index["digest"] == summary[0], where
+        assert {e["name"] for e in index["entries"]} == _children(files), where
+        manifest = _ok(get(f"/api/zarr/{zarr_id}/manifest.json"), 200).json()
+        assert set(manifest["refs"]) == set(files), where
+        assert manifest["dandizarr"]["checksum"] == summary[0], where
+        for path in every_path:
+            read = get(f"/zarr/{zarr_id}/{quoted(path)}")
+            if path in files:
+                assert (read.status, read.body) == (200, files[path]), (where, path, read.status)
+            else:
+                assert read.status == 404, (where, path, read.status)
+        hidden = self.h.anonymous.request("GET", f"/api/zarr/{zarr_id}/").status
+        assert hidden == (404 if self.model.private else 200), (where, "anonymous", hidden)
+
+    # --- the API ---------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, body: object = None) -> Answer:
+        return self.h.writer.request(method, path, body=body)
+
+    def _get(self, path: str, **params: str) -> Answer:
+        return _ok(self.h.writer.request("GET", path, params=params or None), 200)
+
+    def _post(self, path: str, body: object = None, *, expected: int | None = None) -> Answer:
+        answer = self._request("POST", path, body)
+        return _ok(answer, *((expected,) if expected else (200, 201)))
+
+    def _start(self, files: dict[str, bytes]) -> dict[str, str]:
+        declared = [{"path": p, "etag": md5(b)} for p, b in files.items()]
+        started = self._post(f"/api/zarr/{self.zarr_id}/upload/", declared)
+        return {t["path"]: t["upload_url"] for t in started.json()}
+
+    def _packed(self) -> set[str]:
+        listed = self._get(
+            f"/api/zarr/{self.zarr_id}/files/", recursive="true", urls="true", limit="10000"
+        )
+        return {e["path"] for e in listed.json()["results"] if e["shard"]}
+
+    def _settle(self) -> None:
+        """Until the draft's changes are applied (and a conversion done)."""
+
+        def settled() -> bool:
+            shown = self._get(f"/api/zarr/{self.zarr_id}/").json()
+            return bool(shown["checksum_status"] == "complete" and not shown["packing"])
+
+        self.h.wait(settled, "the draft's changes to be applied")
+
+
+def _checksum(files: dict[str, bytes]) -> str:
+    return expected_checksum(dict(sorted(files.items())))
+
+
+def _put(url: str, body: bytes) -> None:
+    response = put(url, body)
+    assert response.status_code == 200, (url, response.status_code, response.text[:500])
+
+
+def _ancestors(path: str) -> list[str]:
+    found = []
+    directory = posixpath.dirname(path)
+    while directory:
+        found.append(directory)
+        directory = posixpath.dirname(directory)
+    return found
+
+
+def _below(files: dict[str, bytes], directory: str) -> dict[str, bytes]:
+    if not directory:
+        return files
+    prefix = directory + "/"
+    return {p[len(prefix) :]: b for p, b in files.items() if p.startswith(prefix)}
+
+
+def _children(files: dict[str, bytes]) -> set[str]:
+    return {p.split("/", 1)[0] for p in files}
