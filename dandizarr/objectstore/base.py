@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from dandizarr.checksums import is_md5
 from dandizarr.objectstore.errors import (
@@ -28,6 +28,9 @@ from dandizarr.objectstore.errors import (
     StorageFull,
 )
 from dandizarr.objectstore.versions import ObjectVersion
+
+if TYPE_CHECKING:
+    from dandizarr.objectstore.multipart import UnfinishedUpload, UploadedPart
 
 __all__ = [
     "DELETE_BATCH_SIZE",
@@ -381,3 +384,37 @@ class ObjectStore(abc.ABC):
     ) -> builtins.list[str]:  # bare "list" is the method above
         """``presigned_get_url`` of many keys (a backend may sign them faster together)."""
         return [self.presigned_get_url(key, expires_in=expires_in) for key in keys]
+
+    # --- multipart uploads (dandizarr.objectstore.multipart) ------------------------------------
+
+    def create_multipart_upload(self, key: str) -> str:
+        """Start a multipart upload of ``key``; its upload id. Nothing is visible at ``key``
+        until ``complete_multipart_upload``."""
+        raise NotImplementedError(f"{type(self).__name__} takes no multipart uploads")
+
+    def presigned_part_urls(
+        self, key: str, upload_id: str, part_md5s: Sequence[str], *, expires_in: int
+    ) -> builtins.list[str]:
+        """A URL per part (numbers 1, 2, ... in order) that accepts one PUT of a body whose md5
+        is that part's, bound into its signature as ``presigned_put_url`` binds it."""
+        raise NotImplementedError(f"{type(self).__name__} takes no multipart uploads")
+
+    def list_parts(self, key: str, upload_id: str) -> builtins.list[UploadedPart]:
+        """The parts storage holds of the upload, by number; ObjectNotFound when the upload is
+        gone (completed or aborted)."""
+        raise NotImplementedError(f"{type(self).__name__} takes no multipart uploads")
+
+    def complete_multipart_upload(
+        self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]
+    ) -> str:
+        """Make ``key`` the ``(number, etag)`` parts, in order; the object's ETag."""
+        raise NotImplementedError(f"{type(self).__name__} takes no multipart uploads")
+
+    def abort_multipart_upload(self, key: str, upload_id: str) -> None:
+        """Drop the upload and its parts (storage stops billing them); an upload already gone
+        is fine."""
+        raise NotImplementedError(f"{type(self).__name__} takes no multipart uploads")
+
+    def list_multipart_uploads(self, prefix: str) -> Iterator[UnfinishedUpload]:
+        """The multipart uploads under ``prefix`` that were neither completed nor aborted."""
+        raise NotImplementedError(f"{type(self).__name__} takes no multipart uploads")

@@ -13,7 +13,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from botocore.httpsession import URLLib3Session
 
-from dandizarr.objectstore import s3_puts, s3_versions, sigv4
+from dandizarr.objectstore import s3_multipart, s3_puts, s3_versions, sigv4
 from dandizarr.objectstore.base import (
     DELETE_BATCH_SIZE,
     InvalidRange,
@@ -25,6 +25,7 @@ from dandizarr.objectstore.base import (
     strip_etag,
     validate_range,
 )
+from dandizarr.objectstore.multipart import UnfinishedUpload, UploadedPart
 from dandizarr.objectstore.s3_errors import (
     NOT_FOUND_CODES,
     error_code,
@@ -317,6 +318,39 @@ class S3ObjectStore(ObjectStore):
 
     def restore_version(self, key: str, version_id: str) -> None:
         s3_versions.restore(self.client, self.bucket, key, version_id)
+
+    # --- multipart uploads (dandizarr.objectstore.s3_multipart) --------------------------------
+
+    def create_multipart_upload(self, key: str) -> str:
+        return s3_multipart.create(self.client, self.bucket, key)
+
+    def presigned_part_urls(
+        self, key: str, upload_id: str, part_md5s: Sequence[str], *, expires_in: int
+    ) -> builtins.list[str]:
+        base, credentials = self._signer()
+        return sigv4.presign_parts(
+            base,
+            key,
+            upload_id,
+            [content_md5_header(m) for m in part_md5s],
+            credentials=credentials,
+            region=self.region,
+            expires_in=expires_in,
+        )
+
+    def list_parts(self, key: str, upload_id: str) -> builtins.list[UploadedPart]:
+        return s3_multipart.list_parts(self.client, self.bucket, key, upload_id)
+
+    def complete_multipart_upload(
+        self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]
+    ) -> str:
+        return s3_multipart.complete(self.client, self.bucket, key, upload_id, parts)
+
+    def abort_multipart_upload(self, key: str, upload_id: str) -> None:
+        s3_multipart.abort(self.client, self.bucket, key, upload_id)
+
+    def list_multipart_uploads(self, prefix: str) -> Iterator[UnfinishedUpload]:
+        return s3_multipart.unfinished(self.client, self.bucket, prefix)
 
     # --- presigned URLs -------------------------------------------------------------------------
 

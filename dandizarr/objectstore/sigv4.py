@@ -75,6 +75,34 @@ def presign_puts(
     )
 
 
+def presign_parts(
+    object_base_url: str,
+    key: str,
+    upload_id: str,
+    content_md5s: Iterable[str],
+    *,
+    credentials: Credentials,
+    region: str,
+    expires_in: int,
+) -> list[str]:
+    """Presigned UploadPart URLs of ``key``'s multipart upload ``upload_id``, parts numbered
+    1, 2, ... in the order of their ``content_md5s`` (base64), each required as ``presign_puts``
+    requires it."""
+    return [
+        _presign(
+            "PUT",
+            object_base_url,
+            [(key, {"content-md5": content_md5.strip()})],
+            SIGNED_HEADERS,
+            credentials=credentials,
+            region=region,
+            expires_in=expires_in,
+            query={"partNumber": str(number), "uploadId": upload_id},
+        )[0]
+        for number, content_md5 in enumerate(content_md5s, start=1)
+    ]
+
+
 def presign_puts_with_acl(
     object_base_url: str,
     keys: Iterable[str],
