@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test test-fast lint bench bench-ome bench-scale bench-tools check-client-install clean dandi-venvs compose-schema
+.PHONY: install serve test test-fast test-random lint bench bench-ome bench-scale bench-tools check-client-install clean dandi-venvs compose-schema
 
 # The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
 # tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
@@ -53,14 +53,26 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/dandizarr serve
 
+# One pytest worker per core (pytest-xdist; TEST_WORKERS=0 runs in this process, one test at a
+# time). loadgroup: the tests of one xdist_group (a fixed port) run on one worker. The 30 slowest
+# steps are listed at the end (docs/testing.md: where the time goes). pytest's status 5 (no test
+# selected, by ARGS or -m) is no failure.
+TEST_WORKERS ?= auto
+PYTEST_RUN := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30
+
 test: $(STAMP) dandi-venvs compose-schema
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
 	DANDIZARR_TEST_REDIS_URL=$${DANDIZARR_TEST_REDIS_URL:-$(TEST_REDIS_URL)} \
-	$(BIN)/pytest $(ARGS)
+	$(PYTEST_RUN) $(ARGS) || [ $$? -eq 5 ]
 
 # The inner loop: everything but the tests that start servers and processes (marked live).
 test-fast: $(STAMP)
 	$(MAKE) test ARGS="-m 'not live' $(ARGS)"
+
+# The whole suite in a random order (pytest-randomly, off otherwise). The seed is printed at the
+# top: `make test-random ARGS="-p no:cacheprovider --randomly-seed=N"` replays that order.
+test-random: $(STAMP) dandi-venvs compose-schema
+	$(MAKE) test ARGS="-p randomly $(ARGS)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -12,6 +14,9 @@ from django.test.testcases import LiveServerThread
 from moto.server import ThreadedMotoServer
 
 from dandizarr_server.httpserver import NoDelayThreadedWSGIServer
+from tests.support.fixture_params import PARAM_FIXTURE
+from tests.support.hypothesis_profiles import load_profile as load_hypothesis_profile
+from tests.support.processes import Processes
 from tests.support.seaweedfs import SeaweedS3
 
 # Credentials for moto only; set before any boto3 client exists.
@@ -23,17 +28,92 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 LiveServerThread.server_class = NoDelayThreadedWSGIServer
 
 
-# Tests using these fixtures talk to a server over real HTTP; they are marked ``live``.
-LIVE_FIXTURES = frozenset({"live_server", "seaweedfs"})
+# Hypothesis' example counts: the dev or ci profile (tests/support/hypothesis_profiles.py).
+load_hypothesis_profile()
+
+# A test is ``live`` when its fixtures start a server or a process: the service over HTTP
+# (live_server), SeaweedFS, Chromium, or anything run through ``processes`` (the CLI,
+# ``dandizarr serve``, Celery workers, the dandi CLI). moto's S3 is not: one in-memory server in
+# a thread of each pytest process, shared by the tests that only need a bucket.
+LIVE_FIXTURES = frozenset({"live_server", "seaweedfs", "browser", "processes"})
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark as ``live`` every test that starts a server or process: by its fixtures, or by its
-    module's name (``*_live.py``) or ``pytestmark``, so ``-m "not live"`` is a fast inner loop."""
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{PARAM_FIXTURE}(name): the fixture a parametrized fixture's param sets up "
+        "(tests/support/fixture_params.py)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.Item]) -> None:
+    """Mark ``live`` every test whose fixtures start a server or a process, so that
+    ``-m "not live"`` is a fast inner loop. The fixtures a param sets up by name count as the
+    test's own: added here, before pytest-django (tryfirst, registered later: called first)
+    reads them to order tests and to create the test database."""
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if fixtures & LIVE_FIXTURES or item.path.name.endswith("_live.py"):
+        _add_param_fixtures(session, item)
+        if LIVE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.live)
+
+
+def _add_param_fixtures(session: pytest.Session, item: pytest.Item) -> None:
+    names = tuple(mark.args[0] for mark in item.iter_markers(PARAM_FIXTURE))
+    if not names or not isinstance(item, pytest.Function):
+        return
+    closure, _ = session._fixturemanager.getfixtureclosure(item, names, ignore_args=frozenset())
+    # The item's own list (its siblings share the one pytest computed for the function).
+    item.fixturenames = [*item.fixturenames, *(n for n in closure if n not in item.fixturenames)]
+
+
+# The test running now, while it is not live: a process it starts is recorded (sys.audit) and
+# fails it, whatever started the process (nothing else can see a subprocess started deep in a
+# helper). Recorded rather than refused, so no library falls back silently on a refusal.
+_not_live_test: list[pytest.Item] = []
+_processes_started: list[str] = []
+
+
+def _record_processes(event: str, args: tuple[Any, ...]) -> None:
+    if _not_live_test and event in ("subprocess.Popen", "os.system", "os.posix_spawn"):
+        _processes_started.append(f"{event} {args[1] if len(args) > 1 else args[0]!r}")
+
+
+sys.addaudithook(_record_processes)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    live = item.get_closest_marker("live") is not None
+    if not live:
+        _not_live_test.append(item)
+    try:
+        return (yield)
+    finally:
+        if not live:
+            _not_live_test.clear()
+        _processes_started.clear()
+
+
+@pytest.fixture(autouse=True)
+def _processes_only_in_live_tests(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if _processes_started and request.node.get_closest_marker("live") is None:
+        started = "; ".join(_processes_started[:3])
+        pytest.fail(
+            f"this test is not marked live but started a process ({started}): start it "
+            "through the `processes` fixture (or another of tests/conftest.py LIVE_FIXTURES)",
+            pytrace=False,
+        )
+
+
+@pytest.fixture
+def processes() -> Iterator[Processes]:
+    """Programs this test runs (the CLI, ``dandizarr serve``, Celery workers, any other): a test
+    that asks for it is live. Those still running at the end are stopped."""
+    started = Processes()
+    yield started
+    started.stop_all()
 
 
 @pytest.fixture(scope="session")

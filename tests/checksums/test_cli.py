@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from dandizarr.checksums import EMPTY_DIGEST
 from dandizarr.cli import main
 from tests.support.checksum_reference import reference_tree
+from tests.support.processes import Processes
 
 EXECUTABLE = Path(sys.executable).parent / "dandizarr"
 FILES = {"a/b": b"hello", "a-b/c": b"", "z\u00e9": b"x" * 100}
@@ -93,13 +93,13 @@ def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         main(["checksum", str(tmp_path), "--listing", "-"])
 
 
-def test_executable_directory_and_stdin(tmp_path: Path) -> None:
+def test_executable_directory_and_stdin(processes: Processes, tmp_path: Path) -> None:
     make_tree(tmp_path)
-    result = subprocess.run(
+    result = processes.run(
         [EXECUTABLE, "checksum", str(tmp_path)], capture_output=True, text=True, check=False
     )
     assert (result.returncode, result.stdout) == (0, expected_digest(FILES) + "\n")
-    result = subprocess.run(
+    result = processes.run(
         [EXECUTABLE, "checksum", "--listing", "-"],
         input=listing_text(FILES, sorted(FILES, reverse=True)),
         capture_output=True,
@@ -109,8 +109,8 @@ def test_executable_directory_and_stdin(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout) == (0, expected_digest(FILES) + "\n")
 
 
-def test_executable_error_exit(tmp_path: Path) -> None:
-    result = subprocess.run(
+def test_executable_error_exit(processes: Processes, tmp_path: Path) -> None:
+    result = processes.run(
         [EXECUTABLE, "checksum", "--listing", "-"],
         input="ok\t1\t" + "0" * 32 + "\nbad line\n",
         capture_output=True,

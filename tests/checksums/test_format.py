@@ -22,7 +22,7 @@ from dandizarr.checksums import (
 )
 from dandizarr.checksums.paths import directories_above
 from tests.support.checksum_reference import reference_tree
-from tests.support.checksum_strategies import SETTINGS, md5s, sizes
+from tests.support.checksum_strategies import md5s, sizes
 
 MD5_A = "0123456789abcdef0123456789abcdef"
 MD5_B = "fedcba9876543210fedcba9876543210"
@@ -121,7 +121,6 @@ def files_entries(files: dict[str, tuple[int, str]]) -> list[tuple[str, int, str
     return [(path, size, md5) for path, (size, md5) in files.items()]
 
 
-@SETTINGS
 @given(
     st.dictionaries(
         st.text(min_size=1).filter(lambda s: "/" not in s and s not in (".", "..")),

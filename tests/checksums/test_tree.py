@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import subprocess
 import sys
 import tracemalloc
 
@@ -19,7 +18,8 @@ from dandizarr.checksums import (
     encode_checksum_file,
 )
 from tests.support.checksum_reference import reference_tree
-from tests.support.checksum_strategies import MD5, SETTINGS, entries_of, file_sets
+from tests.support.checksum_strategies import MD5, entries_of, file_sets
+from tests.support.processes import Processes
 
 
 def collect(entries: object) -> tuple[object, dict[str, bytes], list[str]]:
@@ -47,13 +47,11 @@ def check_against_reference(files: dict[str, tuple[int, str]], entries: object) 
     assert (summary.digest, summary.count, summary.size) == (digest, count, size)  # type: ignore[attr-defined]
 
 
-@SETTINGS
 @given(file_sets)
 def test_sorted_stream_matches_reference(files: dict[str, tuple[int, str]]) -> None:
     check_against_reference(files, iter(sorted(entries_of(files))))
 
 
-@SETTINGS
 @given(file_sets, st.randoms(use_true_random=False))
 def test_shuffled_list_matches_reference(
     files: dict[str, tuple[int, str]], rnd: random.Random
@@ -64,7 +62,6 @@ def test_shuffled_list_matches_reference(
     check_against_reference(files, tuple(entries))
 
 
-@SETTINGS
 @given(file_sets)
 def test_per_component_order_streams(files: dict[str, tuple[int, str]]) -> None:
     # os.walk-style order (sorted per path component) keeps subtrees contiguous: it streams.
@@ -168,11 +165,11 @@ def test_sorted_stream_memory_is_bounded_by_fan_out_not_size() -> None:
     assert peak < 1_000_000, peak
 
 
-def test_library_does_not_import_django() -> None:
+def test_library_does_not_import_django(processes: Processes) -> None:
     code = (
         "import sys, dandizarr.checksums.local, dandizarr.checksums.paths,"
         " dandizarr.checksums.update;"
         " assert not [m for m in sys.modules if m.split('.')[0] in ('django', 'dandizarr_server')"
         " or m.startswith(('dandizarr.client', 'dandizarr.commands'))]"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    processes.run([sys.executable, "-c", code], check=True)

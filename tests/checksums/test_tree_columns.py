@@ -18,7 +18,7 @@ from dandizarr.checksums import (
 )
 from dandizarr.checksums.tree import Columns, compute_tree_columns
 from dandizarr.commands.checksum import parse_listing, parse_listing_columns
-from tests.support.checksum_strategies import MD5, SETTINGS, entries_of, file_sets
+from tests.support.checksum_strategies import MD5, entries_of, file_sets
 
 Entries = list[tuple[str, int, str]]
 
@@ -52,7 +52,6 @@ def same_as_stream(entries: Entries, rnd: random.Random) -> None:
     assert run(compute_tree_columns, chunked(entries, rnd)) == expected
 
 
-@SETTINGS
 @given(file_sets, st.randoms(use_true_random=False))
 def test_sorted_chunks_match_the_stream(
     files: dict[str, tuple[int, str]], rnd: random.Random
@@ -60,7 +59,6 @@ def test_sorted_chunks_match_the_stream(
     same_as_stream(sorted(entries_of(files)), rnd)
 
 
-@SETTINGS
 @given(file_sets, st.randoms(use_true_random=False))
 def test_grouped_and_shuffled_chunks_match_the_stream(
     files: dict[str, tuple[int, str]], rnd: random.Random
@@ -147,7 +145,6 @@ def columns_parsed(text: str, block_chars: int) -> object:
         return str(error)
 
 
-@SETTINGS
 @given(
     st.lists(
         st.one_of(
@@ -189,7 +186,6 @@ def test_listing_columns_sizes_are_canonical_text() -> None:
     )
 
 
-@SETTINGS
 @given(file_sets, st.randoms(use_true_random=False))
 def test_checked_text_sizes_match_the_stream(
     files: dict[str, tuple[int, str]], rnd: random.Random

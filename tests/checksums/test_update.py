@@ -21,7 +21,7 @@ from dandizarr.checksums import (
     encode_checksum_file,
 )
 from tests.support.checksum_reference import reference_tree
-from tests.support.checksum_strategies import SETTINGS, consistent, md5s, paths, sizes
+from tests.support.checksum_strategies import consistent, md5s, paths, sizes
 
 MD5 = "0123456789abcdef0123456789abcdef"
 Model = dict[str, tuple[int, str]]
@@ -80,7 +80,6 @@ def draw_batch(data: st.DataObject, model: Model) -> Batch:
     return batch
 
 
-@SETTINGS
 @given(st.data())
 def test_batches_match_full_recompute(data: st.DataObject) -> None:
     tree = MemoryChecksumTree()
@@ -127,7 +126,6 @@ class CrashingTree(MemoryChecksumTree):
         super().delete_many(directories)
 
 
-@SETTINGS
 @given(st.data())
 def test_reapplying_after_a_crash_converges(data: st.DataObject) -> None:
     first = data.draw(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from dandizarr.client.member_reads import RUN_FILES, MemberReader, read_file
+from tests.support.processes import Processes
 
 
 @pytest.mark.parametrize("size", [0, 1, 64, 65_536, 300_000])
@@ -24,9 +24,9 @@ def test_read_file_returns_the_whole_file_whatever_the_listed_size(
     assert read_file(str(path), max(0, size + hint_delta)) == data
 
 
-def _cached_bytes(path: Path) -> int:
+def _cached_bytes(processes: Processes, path: Path) -> int:
     """Bytes of ``path`` in the page cache, as util-linux's fincore counts them."""
-    out = subprocess.run(
+    out = processes.run(
         ["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
         check=True,
         capture_output=True,
@@ -39,7 +39,9 @@ def _cached_bytes(path: Path) -> int:
     shutil.which("fincore") is None or not hasattr(os, "posix_fadvise"),
     reason="needs util-linux's fincore and posix_fadvise",
 )
-def test_read_file_leaves_no_pages_of_the_file_in_the_page_cache(tmp_path: Path) -> None:
+def test_read_file_leaves_no_pages_of_the_file_in_the_page_cache(
+    processes: Processes, tmp_path: Path
+) -> None:
     # An upload reads each member once: its pages would only push the rest out of memory.
     data = os.urandom(256 * 1024)
     path = tmp_path / "member"
@@ -48,9 +50,9 @@ def test_read_file_leaves_no_pages_of_the_file_in_the_page_cache(tmp_path: Path)
         file.flush()
         os.fsync(file.fileno())  # dirty pages cannot be dropped, written ones can
     assert path.read_bytes() == data
-    assert _cached_bytes(path) > 0
+    assert _cached_bytes(processes, path) > 0
     assert read_file(str(path), len(data)) == data
-    assert _cached_bytes(path) == 0
+    assert _cached_bytes(processes, path) == 0
 
 
 def test_member_reader_reads_in_order_and_marks_missing_files(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,12 @@ from dandizarr.client.results import UploadResult, format_bytes
 from dandizarr.client.shards import ShardBuilder
 from dandizarr.client.storage_puts import FileChangedError, HashingReader
 from dandizarr.client.upload_types import LocalFile, LocalListing, UploadOptions
+from tests.support.processes import Processes
 
 
-def test_journal_tells_a_killed_run_from_a_live_one_and_another_host(tmp_path: Path) -> None:
+def test_journal_tells_a_killed_run_from_a_live_one_and_another_host(
+    processes: Processes, tmp_path: Path
+) -> None:
     journal = BatchJournal("http://server", "zid", directory=tmp_path)
     assert not journal.exists() and not journal.is_mine_to_resume()
     journal.record(3)
@@ -32,7 +34,7 @@ def test_journal_tells_a_killed_run_from_a_live_one_and_another_host(tmp_path: P
     assert other.path != journal.path and not other.exists()
 
     note = json.loads(journal.path.read_text())
-    sleeper = subprocess.Popen(["sleep", "60"])
+    sleeper = processes.start(["sleep", "60"])
     try:
         journal.path.write_text(json.dumps({**note, "pid": sleeper.pid}))
         assert not journal.is_mine_to_resume()  # a concurrent upload's batch

@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.chunked_server import ChunkedWSGIServer
 from tests.support.dandi import DandiService, configure_storage, make_service
+from tests.support.processes import Processes
 
 
 @pytest.fixture(params=["seaweedfs", "local"])
@@ -30,10 +31,15 @@ def dandi_service(
 
 @pytest.fixture(params=["seaweedfs", "local"])
 def dandi_service_8000(
-    request: pytest.FixtureRequest, transactional_db: None, settings: Any, tmp_path: Path
+    processes: Processes,
+    request: pytest.FixtureRequest,
+    transactional_db: None,
+    settings: Any,
+    tmp_path: Path,
 ) -> Iterator[DandiService]:
     """The service on 127.0.0.1:8000, the one address dandi 0.48.1's test instance
-    (``dandi-api-local-docker-tests``) knows, advertising its schema version (0.6.3)."""
+    (``dandi-api-local-docker-tests``) knows, advertising its schema version (0.6.3). The tests
+    run the dandi CLI: processes."""
     import socket
 
     from pytest_django.live_server_helper import LiveServer

@@ -18,8 +18,6 @@ from tests.support.dandi import (
 )
 from tests.support.dandi_trees import modify, zarr_v2, zarr_v3
 
-pytestmark = pytest.mark.live  # runs the real dandi CLI against a live service
-
 
 def _api_key_env(service: DandiService) -> dict[str, str]:
     # The newest dandi names a URL instance by its API host:port and reads {NAME}_API_KEY.

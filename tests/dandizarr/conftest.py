@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from tests.support.browser import chromium
+from tests.support.processes import Processes
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
+def browser(processes: Processes, tmp_path: Path) -> Iterator[Any]:
+    """Headless Chromium (processes: the browser and its driver run as processes)."""
     yield from chromium(tmp_path)

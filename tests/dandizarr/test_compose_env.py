@@ -6,7 +6,6 @@ import importlib
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 
 from dandizarr_server.environment import ENVIRONMENT_VARIABLES_READ
 from tests.support.compose import REPO, interpolate, load_compose, service_environment
+from tests.support.processes import Processes
 
 DANDIZARR_SERVICES = ["web", "worker", "beat"]
 
@@ -69,7 +69,7 @@ def test_interpolate() -> None:
         interpolate("${UNSET:?needed}", host)
 
 
-def test_the_compose_environment_configures_s3_postgres_and_redis() -> None:
+def test_the_compose_environment_configures_s3_postgres_and_redis(processes: Processes) -> None:
     """The settings module, loaded with exactly the web service's environment."""
     environment = service_environment(load_compose()["services"]["web"])
     with pytest.raises(ValueError, match="DANDIZARR_SECRET_KEY"):
@@ -83,7 +83,7 @@ def test_the_compose_environment_configures_s3_postgres_and_redis() -> None:
         "'engine': s.DATABASES['default']['ENGINE'], 'broker': s.CELERY_BROKER_URL,"
         "'eager': s.CELERY_TASK_ALWAYS_EAGER, 'secret': s.SECRET_KEY, 'debug': s.DEBUG}))"
     )
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, "-c", script],
         env={"PATH": os.environ.get("PATH", ""), **resolved},
         cwd=REPO,

@@ -26,7 +26,7 @@ import requests
 from dandizarr.client import DandizarrClient
 from tests.support.api import put
 from tests.support.compose import interpolate, load_compose, service_environment
-from tests.support.processes import free_port
+from tests.support.processes import Processes, free_port
 from tests.support.production import (
     Process,
     RedisServer,
@@ -35,8 +35,6 @@ from tests.support.production import (
     tools_missing,
 )
 from tests.support.seaweedfs import _free_port_pairs
-
-pytestmark = pytest.mark.live
 
 HOST = {
     "DANDIZARR_SECRET_KEY": "compose-test-secret-" + "k" * 40,
@@ -99,7 +97,8 @@ class Compose:
 
 
 @pytest.fixture
-def compose(tmp_path: Path) -> Iterator[Compose]:
+def compose(processes: Processes, tmp_path: Path) -> Iterator[Compose]:
+    """The services of docker-compose.yml, each a process of this machine."""
     if missing := tools_missing():
         pytest.skip(f"missing {missing}")
     server_url = os.environ["DATABASE_URL"]

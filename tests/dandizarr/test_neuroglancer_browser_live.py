@@ -26,7 +26,7 @@ from dandizarr.client import DandizarrClient
 from dandizarr.ome import DOCUMENT_NAMES
 from tests.support.browser import SCREENSHOT_DIR, chromium, wait_until
 from tests.support.ome_files import ngff_v3_sharded, ome_zarr_v2, plain_3d
-from tests.support.processes import serve_process
+from tests.support.processes import Processes
 
 LAYERS = """
 return window.viewer.layerManager.managedLayers.map((managed) => {
@@ -46,7 +46,8 @@ _COUNT = re.compile(
 
 
 @pytest.fixture
-def webgl_browser(tmp_path: Path) -> Iterator[Any]:
+def webgl_browser(processes: Processes, tmp_path: Path) -> Iterator[Any]:
+    """Headless Chromium with software WebGL (processes: it runs as processes)."""
     yield from chromium(tmp_path, webgl=True)
 
 
@@ -138,10 +139,10 @@ def open_and_check(
 
 
 def test_neuroglancer_opens_ome_and_plain_arrays_from_the_service(
-    tmp_path: Path, webgl_browser: Any
+    processes: Processes, tmp_path: Path, webgl_browser: Any
 ) -> None:
     with (
-        serve_process(tmp_path / "var") as (url, token),
+        processes.serve(tmp_path / "var") as (url, token),
         DandizarrClient(url, token, jobs=4) as client,
     ):
         dandiset = client.create_dandiset("lab")["identifier"]

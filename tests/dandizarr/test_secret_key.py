@@ -21,7 +21,7 @@ import requests
 
 from dandizarr.objectstore.local import LocalObjectStore
 from tests.support.api import put
-from tests.support.processes import serve_process
+from tests.support.processes import Processes
 
 REPO = Path(__file__).resolve().parents[2]
 # The key every `make serve` used to sign with (the settings' old default).
@@ -33,9 +33,9 @@ def forged_put_url(url: str, key: str, body: bytes, secret: str) -> str:
     return forger.presigned_put_url(key, hashlib.md5(body).hexdigest(), expires_in=600)
 
 
-def test_serve_keeps_a_random_key_of_its_own(tmp_path: Path) -> None:
+def test_serve_keeps_a_random_key_of_its_own(processes: Processes, tmp_path: Path) -> None:
     data = tmp_path / "var"
-    with serve_process(data) as (url, _token):
+    with processes.serve(data) as (url, _token):
         key_file = data / "secret-key"
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
         key = key_file.read_text().strip()
@@ -49,7 +49,7 @@ def test_serve_keeps_a_random_key_of_its_own(tmp_path: Path) -> None:
         other_host = requests.get(url + "/api/info/", headers={"Host": "evil.example"}, timeout=10)
         assert other_host.status_code == 400
         assert requests.get(url + "/api/info/", timeout=10).status_code == 200
-    with serve_process(data) as (url, _token):
+    with processes.serve(data) as (url, _token):
         assert (data / "secret-key").read_text().strip() == key  # kept across restarts
         # A URL signed with its key passes the signature check (the key is what signs); the
         # endpoint then refuses it only because no open batch expects that key.
@@ -59,10 +59,10 @@ def test_serve_keeps_a_random_key_of_its_own(tmp_path: Path) -> None:
         assert "no open upload batch expects" in response.text
 
 
-def _run(code: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+def _run(processes: Processes, code: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if k != "DANDIZARR_SECRET_KEY"}
     environment.pop("CELERY_BROKER_URL", None)
-    return subprocess.run(
+    return processes.run(
         code,
         env={**environment, **env},
         cwd=REPO,
@@ -93,24 +93,26 @@ def _run(code: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     ids=["gunicorn-wsgi", "celery-worker", "celery-beat"],
 )
 def test_production_processes_refuse_to_start_without_a_key(
-    command: list[str], tmp_path: Path
+    processes: Processes, command: list[str], tmp_path: Path
 ) -> None:
-    result = _run([part.format(tmp=tmp_path) for part in command])
+    result = _run(processes, [part.format(tmp=tmp_path) for part in command])
     assert Path("/dev/null").is_char_device()
     assert result.returncode != 0, result.stdout + result.stderr
     assert "refuses to start: DANDIZARR_SECRET_KEY is not set" in result.stderr, result.stderr
 
 
-def test_the_web_service_starts_with_a_key() -> None:
+def test_the_web_service_starts_with_a_key(processes: Processes) -> None:
     result = _run(
-        [sys.executable, "-c", "import dandizarr_server.wsgi"], DANDIZARR_SECRET_KEY="k" * 50
+        processes,
+        [sys.executable, "-c", "import dandizarr_server.wsgi"],
+        DANDIZARR_SECRET_KEY="k" * 50,
     )
     assert result.returncode == 0, result.stderr
 
 
-def test_any_other_process_signs_with_a_key_of_its_own() -> None:
+def test_any_other_process_signs_with_a_key_of_its_own(processes: Processes) -> None:
     script = "import dandizarr_server.settings as s; print(s.SECRET_KEY, s.SECRET_KEY_SOURCE)"
-    first, second = (_run([sys.executable, "-c", script]) for _ in range(2))
+    first, second = (_run(processes, [sys.executable, "-c", script]) for _ in range(2))
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
     assert first.stdout != second.stdout
     assert PUBLIC_DEFAULT_KEY not in first.stdout

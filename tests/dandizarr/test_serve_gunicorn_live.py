@@ -11,14 +11,16 @@ from pathlib import Path
 
 import requests
 
-from tests.support.processes import free_port, wait_for
+from tests.support.processes import Processes, free_port, wait_for
 
 
-def test_serve_under_gunicorn_answers_quickly_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+def test_serve_under_gunicorn_answers_quickly_and_stops_on_ctrl_c(
+    processes: Processes, tmp_path: Path
+) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
-    process = subprocess.Popen(
+    process = processes.start(
         [sys.executable, "-m", "dandizarr.cli", "serve"],
         env={**env, "DANDIZARR_DATA_DIR": str(tmp_path / "var"), "DANDIZARR_PORT": str(port)},
         stdout=subprocess.PIPE,

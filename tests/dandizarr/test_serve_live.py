@@ -8,14 +8,14 @@ from pathlib import Path
 
 from dandizarr.client import DandizarrClient
 from tests.support.live_client import local_checksum, make_tree
-from tests.support.processes import serve_process
+from tests.support.processes import Processes
 
 
-def test_upload_into_the_embedded_service_and_back(tmp_path: Path) -> None:
+def test_upload_into_the_embedded_service_and_back(processes: Processes, tmp_path: Path) -> None:
     root = tmp_path / "e.zarr"
     files = make_tree(root, 60)
     with (
-        serve_process(
+        processes.serve(
             tmp_path / "var", DANDIZARR_BATCH_LIMIT="9", DANDIZARR_OPEN_BATCH_FILE_LIMIT="18"
         ) as (url, token),
         DandizarrClient(url, token, jobs=8) as client,

@@ -21,7 +21,7 @@ import requests
 
 from dandizarr.client import DandizarrClient
 from tests.support.live_client import local_checksum, make_tree
-from tests.support.processes import accepted_connections, serve_process
+from tests.support.processes import Processes, accepted_connections
 
 SLOW_HEADS = 64
 SLOW_BODIES = 8
@@ -86,8 +86,8 @@ def connect(url: str, first_bytes: bytes, trickle: bytes) -> SlowSocket:
 
 
 @pytest.fixture
-def trickling(tmp_path: Path) -> Iterator[tuple[str, str, Trickler]]:
-    with serve_process(
+def trickling(processes: Processes, tmp_path: Path) -> Iterator[tuple[str, str, Trickler]]:
+    with processes.serve(
         tmp_path / "var",
         DANDIZARR_HEADER_TIMEOUT_SECONDS=HEADER_TIMEOUT,
         DANDIZARR_BODY_TIMEOUT_SECONDS=BODY_TIMEOUT,
@@ -155,9 +155,9 @@ def test_normal_requests_are_served_while_slow_sockets_trickle(
     assert any(s.reply.startswith(b"HTTP/1.1 408") for s in heads)
 
 
-def test_open_connections_stay_under_the_cap(tmp_path: Path) -> None:
+def test_open_connections_stay_under_the_cap(processes: Processes, tmp_path: Path) -> None:
     cap = 20
-    with serve_process(
+    with processes.serve(
         tmp_path / "var",
         DANDIZARR_MAX_CONNECTIONS=str(cap),
         # Long enough that no idle socket is closed while the test counts.
@@ -178,8 +178,8 @@ def test_open_connections_stay_under_the_cap(tmp_path: Path) -> None:
         assert requests.get(url + "/api/info/", timeout=CLIENT_TIMEOUT).status_code == 200
 
 
-def test_kept_alive_connections_and_refused_heads(tmp_path: Path) -> None:
-    with serve_process(tmp_path / "var", DANDIZARR_HEADER_TIMEOUT_SECONDS="2") as (url, _):
+def test_kept_alive_connections_and_refused_heads(processes: Processes, tmp_path: Path) -> None:
+    with processes.serve(tmp_path / "var", DANDIZARR_HEADER_TIMEOUT_SECONDS="2") as (url, _):
         host, port = url.removeprefix("http://").rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=CLIENT_TIMEOUT) as sock:
             # A body the view never reads is read past, and the connection serves the next

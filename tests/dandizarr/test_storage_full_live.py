@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,16 +16,16 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.processes import serve_process
+from tests.support.processes import Processes
 
 CLI = str(Path(sys.executable).parent / "dandizarr")
 
 
 @pytest.fixture
-def tiny_volume(tmp_path: Path) -> Iterator[Path]:
+def tiny_volume(processes: Processes, tmp_path: Path) -> Iterator[Path]:
     mount = tmp_path / "storage"
     mount.mkdir()
-    done = subprocess.run(
+    done = processes.run(
         ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
         capture_output=True,
         text=True,
@@ -39,15 +38,17 @@ def tiny_volume(tmp_path: Path) -> Iterator[Path]:
     try:
         yield mount
     finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+        processes.run(["umount", "-l", str(mount)], check=False)
 
 
-def test_a_full_volume_is_a_507_and_the_client_says_so(tmp_path: Path, tiny_volume: Path) -> None:
+def test_a_full_volume_is_a_507_and_the_client_says_so(
+    processes: Processes, tmp_path: Path, tiny_volume: Path
+) -> None:
     source = tmp_path / "big.zarr"
     source.mkdir()
     for i in range(6):
         (source / f"chunk{i}").write_bytes(os.urandom(400_000))  # 2.4 MB into 1 MiB
-    with serve_process(tmp_path / "var", DANDIZARR_LOCAL_STORAGE_DIR=str(tiny_volume)) as (
+    with processes.serve(tmp_path / "var", DANDIZARR_LOCAL_STORAGE_DIR=str(tiny_volume)) as (
         url,
         token,
     ):
@@ -55,7 +56,7 @@ def test_a_full_volume_is_a_507_and_the_client_says_so(tmp_path: Path, tiny_volu
         dandiset = requests.post(
             f"{url}/api/dandisets/", json={"name": "full"}, headers=headers, timeout=30
         ).json()["identifier"]
-        done = subprocess.run(
+        done = processes.run(
             [CLI, "upload", str(source), "--dandiset", dandiset],
             env={**os.environ, "DANDIZARR_URL": url, "DANDIZARR_TOKEN": token},
             capture_output=True,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import LazySettings
@@ -17,16 +18,16 @@ from dandizarr.objectstore.local import LocalObjectStore
 from dandizarr.objectstore.s3 import S3ObjectStore
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support import seaweedfs as seaweedfs_credentials
+from tests.support.fixture_params import fixture_params
 from tests.support.seaweedfs import SeaweedS3
 
 
 @pytest.fixture
 def local_store(
-    request: pytest.FixtureRequest, tmp_path: Path, settings: LazySettings
+    live_server: Any, transactional_db: None, tmp_path: Path, settings: LazySettings
 ) -> Iterator[LocalObjectStore]:
-    live_server = request.getfixturevalue("live_server")
-    # The storage endpoint checks PUTs against open batches in the database.
-    request.getfixturevalue("transactional_db")
+    """The store of the storage endpoint, which checks PUTs against open batches in the test
+    database (rows it must see: transactional_db)."""
     settings.DANDIZARR_STORAGE = "local"
     settings.DANDIZARR_LOCAL_STORAGE_DIR = tmp_path / "storage"
     settings.PUBLIC_URL = live_server.url
@@ -57,18 +58,12 @@ def seaweedfs_store(seaweedfs: SeaweedS3, seaweedfs_bucket: str) -> S3ObjectStor
     )
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("local", marks=pytest.mark.live),
-        "s3",
-        pytest.param("seaweedfs", marks=pytest.mark.live),
-    ]
-)
+STORES = {"local": "local_store", "s3": "s3_store", "seaweedfs": "seaweedfs_store"}
+
+
+@pytest.fixture(params=fixture_params(STORES))
 def store(request: pytest.FixtureRequest) -> ObjectStore:
-    fixture = {"local": "local_store", "s3": "s3_store", "seaweedfs": "seaweedfs_store"}[
-        request.param
-    ]
-    result: ObjectStore = request.getfixturevalue(fixture)
+    result: ObjectStore = request.getfixturevalue(STORES[request.param])
     return result
 
 

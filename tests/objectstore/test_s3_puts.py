@@ -22,6 +22,7 @@ from dandizarr.objectstore.s3_puts import (
 )
 from tests.support import seaweedfs as seaweedfs_credentials
 from tests.support.api import md5
+from tests.support.fixture_params import fixture_params
 from tests.support.scripted_http import Reply, ScriptedServer
 from tests.support.seaweedfs import SeaweedS3
 
@@ -30,9 +31,12 @@ def error_body(code: str, message: str) -> bytes:
     return f"<Error><Code>{code}</Code><Message>{message}</Message></Error>".encode()
 
 
-@pytest.fixture(params=["s3_store", pytest.param("seaweedfs_store", marks=pytest.mark.live)])
+REMOTE_STORES = {"s3_store": "s3_store", "seaweedfs_store": "seaweedfs_store"}
+
+
+@pytest.fixture(params=fixture_params(REMOTE_STORES))
 def remote_store(request: pytest.FixtureRequest) -> S3ObjectStore:
-    store: S3ObjectStore = request.getfixturevalue(request.param)
+    store: S3ObjectStore = request.getfixturevalue(REMOTE_STORES[request.param])
     return store
 
 

@@ -35,6 +35,7 @@ import pytest
 import requests
 
 from dandizarr.checksums import DirectoryListing, compute_tree, decode_checksum_file
+from tests.support.processes import Processes
 from tests.support.production import Production, production, terminate_connections, tools_missing
 from tests.support.seaweedfs import SeaweedS3
 
@@ -583,7 +584,8 @@ def list_bucket(s3: Any, bucket: str, prefix: str = "") -> Iterator[tuple[str, i
 
 
 @pytest.mark.timeout(360)
-def test_production_shape_under_faults(tmp_path: Path) -> None:
+def test_production_shape_under_faults(processes: Processes, tmp_path: Path) -> None:
+    # processes: the production shape (tests.support.production) runs as processes.
     server_database_url = os.environ.get(
         "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
     )

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from dandizarr.sharding.archive_packing import (
@@ -586,7 +586,6 @@ def built_object(contents: list[bytes], gaps: list[int]) -> tuple[bytes, list[Me
     return data + b"\xbb" * 7, records
 
 
-@settings(max_examples=200)
 @given(
     contents=member_contents,
     gaps=st.lists(st.integers(0, 5), min_size=8, max_size=8),
@@ -603,7 +602,6 @@ def test_verify_members_random_blocks(
     assert verify_members(iter([*split(data, cuts), b""]), records) == []
 
 
-@settings(max_examples=200)
 @given(
     contents=member_contents,
     gaps=st.lists(st.integers(0, 5), min_size=8, max_size=8),
@@ -627,7 +625,6 @@ def test_verify_members_catches_a_flipped_byte(
     assert result == [{"path": victim.path, "expected": victim.md5, "actual": md5(content)}]
 
 
-@settings(max_examples=200)
 @given(
     contents=member_contents,
     gaps=st.lists(st.integers(0, 5), min_size=8, max_size=8),

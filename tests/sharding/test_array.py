@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dandizarr.sharding.array import Array, sharding_codec
@@ -19,6 +19,7 @@ from dandizarr.sharding.array_metadata import (
     parse_fill_value,
 )
 from dandizarr.sharding.store import CountingStore, MemoryStore
+from tests.support.hypothesis_profiles import examples
 
 ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
@@ -224,7 +225,7 @@ def array_cases(draw: st.DrawFn) -> tuple[dict[str, Any], np.ndarray, tuple[slic
     return kwargs, data, tuple(region)
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(50))
 @given(array_cases())
 def test_property_array_round_trip(case: tuple[dict[str, Any], np.ndarray, tuple]) -> None:
     kwargs, data, region = case

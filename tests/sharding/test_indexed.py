@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dandizarr.sharding.codec_registry import create_sharding_codec, sharding_codec_from_config
@@ -18,6 +18,7 @@ from dandizarr.sharding.indexed.codec import ShardingCodec, coalesce_ranges
 from dandizarr.sharding.indexed.index_cache import IndexCache
 from dandizarr.sharding.morton import morton_order
 from dandizarr.sharding.store import CountingStore, MemoryStore
+from tests.support.hypothesis_profiles import examples
 
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
@@ -448,7 +449,7 @@ def shard_cases(draw: st.DrawFn) -> tuple[ShardingCodec, np.ndarray, tuple[slice
     return codec, data, tuple(region)
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(50))
 @given(shard_cases())
 def test_property_round_trip(case: tuple[ShardingCodec, np.ndarray, tuple[slice, ...]]) -> None:
     codec, data, region = case

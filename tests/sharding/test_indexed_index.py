@@ -18,6 +18,7 @@ from dandizarr.sharding.index import (
     nbytes_encoded,
 )
 from dandizarr.sharding.morton import morton_code, morton_order, morton_rank
+from tests.support.hypothesis_profiles import examples
 
 
 def test_spec_example_size() -> None:
@@ -150,7 +151,7 @@ def _reference_morton(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     return out
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50))
 @given(st.lists(st.integers(1, 9), min_size=1, max_size=4))
 def test_morton_matches_reference(shape: list[int]) -> None:
     order = morton_order(tuple(shape))

@@ -22,6 +22,7 @@ from dandizarr.sharding.neuroglancer import (
 )
 from dandizarr.sharding.neuroglancer_reader import ShardedReader
 from dandizarr.sharding.store import CountingStore, DirectoryStore, MemoryStore
+from tests.support.hypothesis_profiles import examples
 
 
 def spec_json(**overrides: object) -> dict[str, object]:
@@ -73,7 +74,7 @@ def test_compressed_morton_single_chunk_dimensions_take_no_bits() -> None:
 
 
 @given(st.lists(st.integers(1, 40), min_size=1, max_size=4), st.data())
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50))
 def test_compressed_morton_is_a_bijection(grid: list[int], data: st.DataObject) -> None:
     position = tuple(data.draw(st.integers(0, g - 1)) for g in grid)
     code = compressed_morton_code(position, grid)
@@ -195,7 +196,7 @@ specs = st.builds(
 
 
 @given(specs, st.dictionaries(st.integers(0, 2**64 - 1), st.binary(max_size=20), max_size=30))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 def test_shards_round_trip_through_the_reader(spec: ShardingSpec, chunks: dict[int, bytes]) -> None:
     store = MemoryStore()
     keys = write_shards(store, spec, chunks, prefix="s0/")

@@ -115,14 +115,20 @@ def create_archive(actor: Actor, dandiset: str, name: str, layout: str = "sharde
     return str(response.json()["zarr_id"])
 
 
-def let_upload_urls_expire() -> None:
-    """What the passing of the upload URLs' lifetime does on S3 (the URLs cannot be revoked):
-    the archives' URLs are expired, and every ended batch is reconciled with storage."""
+def age_upload_urls() -> None:
+    """The upload URLs' lifetime and the reconciliation margin passed, in the database: every
+    archive's URLs expired, every ended batch due (an UPDATE instead of waiting for them)."""
     margin = timedelta(seconds=settings.DANDIZARR_RECONCILE_MARGIN_SECONDS + 1)
     ZarrArchive.objects.filter(upload_urls_valid_until__isnull=False).update(
         upload_urls_valid_until=timezone.now() - margin
     )
     Batch.objects.filter(reconcile_after__isnull=False).update(reconcile_after=timezone.now())
+
+
+def let_upload_urls_expire() -> None:
+    """What the passing of the upload URLs' lifetime does on S3 (the URLs cannot be revoked):
+    the archives' URLs are expired, and every ended batch is reconciled with storage."""
+    age_upload_urls()
     due_batches_reconcile()
 
 

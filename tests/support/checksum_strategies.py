@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-
-# Two shared cores: moderate example counts, no deadlines.
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Few names, so that random paths share directories and collide; chosen to exercise
 # code-point order ("a" < "a-b" < "a.b" < "a_b", "B" < "a", "Z" < "_"), escaping (quote,

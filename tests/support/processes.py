@@ -1,5 +1,5 @@
-"""Processes the tests and benchmarks start: ``dandizarr serve`` on a free port, and waiting for
-a server to answer."""
+"""Processes the tests and benchmarks start: ``dandizarr serve`` on a free port, waiting for a
+server to answer, and ``Processes``, what the ``processes`` fixture hands a test."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -106,3 +107,29 @@ def accepted_connections(url: str) -> int:
         check=True,
     ).stdout
     return sum("pid=" in line for line in out.splitlines())
+
+
+class Processes:
+    """What a test starts (the ``processes`` fixture of tests/conftest.py hands one out, and a
+    test that asks for it is ``live``): programs run to their end, programs left running
+    (stopped when the test ends), ``dandizarr serve``, Celery workers."""
+
+    def __init__(self) -> None:
+        self._running: list[subprocess.Popen[Any]] = []
+
+    def run(self, args: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
+        return subprocess.run(args, **kwargs)
+
+    def start(self, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        process = subprocess.Popen(args, **kwargs)
+        self._running.append(process)
+        return process
+
+    def serve(self, data_dir: Path, **env: str) -> AbstractContextManager[tuple[str, str]]:
+        """``dandizarr serve`` (``serve_process``): its URL and admin token."""
+        return serve_process(data_dir, **env)
+
+    def stop_all(self) -> None:
+        for process in self._running:
+            if process.poll() is None:
+                stop_process(process)

@@ -10,6 +10,7 @@ import pytest
 
 from tests.support import seaweedfs as seaweedfs_keys
 from tests.support.api import Actor, create_archive, make_actor
+from tests.support.fixture_params import fixture_params
 from tests.support.seaweedfs import SeaweedS3
 
 
@@ -73,9 +74,12 @@ def zarr_id(owner: Actor, dandiset: str, s3_storage: str) -> str:
 
 
 # An archive on each backend: the local store (served by the live server) and S3 (moto).
-@pytest.fixture(params=["local", "s3"])
+BACKENDS = {"local": "local_storage", "s3": "s3_storage"}
+
+
+@pytest.fixture(params=fixture_params(BACKENDS))
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    request.getfixturevalue({"s3": "s3_storage", "local": "local_storage"}[request.param])
+    request.getfixturevalue(BACKENDS[request.param])
     yield request.param
 
 

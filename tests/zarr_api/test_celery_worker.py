@@ -17,6 +17,7 @@ from tests.support.celery_worker import (
     needs_redis,
     tasks_to_worker,
 )
+from tests.support.processes import Processes
 from tests.support.sharded import (
     array_files,
     build_shards,
@@ -25,12 +26,15 @@ from tests.support.sharded import (
 )
 from tests.support.tree_check import assert_tree_matches_storage
 
-pytestmark = [needs_redis, pytest.mark.live]  # starts Celery worker processes
+pytestmark = needs_redis
 
 
 @pytest.fixture
-def worker_env(settings: Any, s3_storage: str, zarr_id: str) -> Iterator[dict[str, str]]:
-    """Send tasks to Redis on a queue of this test's own; yields a worker's environment."""
+def worker_env(
+    processes: Processes, settings: Any, s3_storage: str, zarr_id: str
+) -> Iterator[dict[str, str]]:
+    """Send tasks to Redis on a queue of this test's own; yields a worker's environment (the
+    test starts the Celery worker processes)."""
     with tasks_to_worker(settings) as env:
         yield env
 

@@ -19,7 +19,7 @@ from django.db import connection
 
 from dandizarr_server.zarr_api.models import Batch
 from tests.support.api import md5, put
-from tests.support.processes import serve_process
+from tests.support.processes import Processes
 from tests.support.tree_check import assert_tree_matches_storage
 
 DELETE_POINTS = ["delete:intent-committed", "delete:storage-deleted", "delete:pending-committed"]
@@ -72,7 +72,7 @@ class Api:
 
 @pytest.fixture
 def serve(
-    tmp_path: Path, settings: Any, transactional_db: None
+    processes: Processes, tmp_path: Path, settings: Any, transactional_db: None
 ) -> Callable[..., AbstractContextManager[Api]]:
     """Start ``dandizarr serve`` on the test database and a local storage directory (which
     this process reads too), with extra settings."""
@@ -81,7 +81,7 @@ def serve(
 
     @contextmanager
     def running(**env: str) -> Iterator[Api]:
-        with serve_process(
+        with processes.serve(
             tmp_path / "data",
             DATABASE_URL=database_url(),
             DANDIZARR_STORAGE="local",

@@ -4,6 +4,8 @@ their local-backend URLs stop PUTing at once."""
 
 from __future__ import annotations
 
+import pytest
+
 from dandizarr_server.zarr_api.models import Batch, Dandiset
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, md5, put, upload
@@ -45,7 +47,7 @@ def test_a_url_refused_while_the_removal_is_not_yet_applied(
 ) -> None:
     """Between the removal and the cancel, the local endpoint already refuses the URL."""
     if backend != "local":
-        return
+        pytest.skip("S3 cannot refuse a presigned URL it signed; the cancel deletes the upload")
     dandiset = Dandiset.objects.get(zarr_archives__zarr_id=archive)
     dandiset.owners.add(stranger.user)
     target = stranger.client.post(

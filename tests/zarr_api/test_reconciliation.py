@@ -21,6 +21,7 @@ from dandizarr_server.zarr_api.services.publishing import ensure_storage_version
 from dandizarr_server.zarr_api.services.reconciliation import batch_reconcile, due_batches_reconcile
 from tests.support.api import (
     Actor,
+    age_upload_urls,
     batch_start_urls,
     create_archive,
     md5,
@@ -86,7 +87,7 @@ def test_replays_are_found_once_the_urls_expire_and_publish_waits(
     time.sleep(max(0.0, (valid_until - datetime.now(valid_until.tzinfo)).total_seconds()) + 0.5)
     # Expired: SeaweedFS refuses the URL now.
     assert put(first["over"], b"v1").status_code == 403
-    time.sleep(MARGIN + 0.5)
+    age_upload_urls()  # and the reconciliation margin passed
     # The periodic sweep (a lost task's batches too).
     assert due_batches_reconcile() == 4
     assert not ended.all().exists()
@@ -130,7 +131,7 @@ def test_once_storage_keeps_versions_a_replay_never_changes_a_version(
     assert put(second["over"], b"v2").status_code == 200
     assert put(first["over"], b"v3").status_code == 200
     assert state_of(owner, version["zarr_id"]) == {"over": b"v2"}
-    time.sleep(EXPIRY + MARGIN + 0.5)
+    age_upload_urls()  # the URLs' lifetime and the margin passed: nothing can replay now
     assert due_batches_reconcile() >= 1
     # The repair changed the draft to what storage holds; the version is what it was.
     assert state_of(owner, archive) == {"over": b"v3"}
@@ -145,7 +146,7 @@ def test_a_batch_is_not_reconciled_while_the_archive_has_work_in_flight(
     first = batch_start_urls(owner, archive, {"a": b"1"})
     assert put(first["a"], b"1").status_code == 200
     assert owner.client.post(f"/api/zarr/{archive}/upload/complete/").status_code == 200
-    time.sleep(1.2)
+    age_upload_urls()  # the first batch's URLs expired: it is due
     # A new batch writes "a" legitimately: not drift, and checked when it completes.
     second = batch_start_urls(owner, archive, {"a": b"2"})
     assert put(second["a"], b"2").status_code == 200

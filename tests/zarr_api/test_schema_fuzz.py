@@ -18,9 +18,10 @@ from rest_framework.authtoken.models import Token
 from dandizarr_server.zarr_api.models import Batch
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from tests.support.api import Actor, upload
+from tests.support.hypothesis_profiles import examples
 from tests.support.versions import publish
 
-MAX_EXAMPLES = 20
+MAX_EXAMPLES = examples(20)  # per operation
 
 
 @pytest.fixture

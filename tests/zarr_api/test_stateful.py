@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from dandizarr.sharding.archive_packing import build_shard
 from dandizarr_server.zarr_api.models import ShardMember
 from tests.support.api import Actor, md5, put, storage_listing
+from tests.support.hypothesis_profiles import examples
 from tests.support.tree_check import assert_tree_matches_storage
 
 # No path is a directory prefix of another, so every batch is valid as far as paths go.
@@ -118,7 +119,7 @@ def test_random_batches_keep_tree_equal_to_storage(
     run_state_machine_as_test(
         ArchiveMachine,
         settings=settings(
-            max_examples=10,
+            max_examples=examples(10),
             stateful_step_count=6,
             deadline=None,
             suppress_health_check=list(HealthCheck),
@@ -255,7 +256,7 @@ def test_random_batches_on_a_sharded_archive_keep_tree_equal_to_storage(
     run_state_machine_as_test(
         ShardedMachine,
         settings=settings(
-            max_examples=10,
+            max_examples=examples(10),
             stateful_step_count=6,
             deadline=None,
             suppress_health_check=list(HealthCheck),

@@ -21,13 +21,16 @@ from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, expected_checksum, md5, upload
+from tests.support.fixture_params import fixture_params
 from tests.support.versions import add_asset, publish, read, state_of, versions
 
+VERSIONED_BACKENDS = {"local": "local_storage", "seaweedfs": "seaweedfs_storage"}
 
-@pytest.fixture(params=["local", "seaweedfs"])
+
+@pytest.fixture(params=fixture_params(VERSIONED_BACKENDS))
 def versioned_backend(request: pytest.FixtureRequest) -> Iterator[str]:
     """A store keeping object versions from the start, as ``ensure_bucket`` sets one up."""
-    request.getfixturevalue(f"{request.param}_storage")
+    request.getfixturevalue(VERSIONED_BACKENDS[request.param])
     ensure_storage_versioning()
     yield request.param
 
