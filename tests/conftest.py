@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -150,12 +151,19 @@ def s3_bucket(moto_server: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    """A real S3 server (SeaweedFS) on free ports, for the whole session."""
+def seaweedfs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SeaweedS3]:
+    """A real S3 server (SeaweedFS) on free ports, for the whole session (one per xdist worker).
+    After a session with failures its log is kept where the next runs' clean-up of pytest's
+    temporary directories cannot reach it, and said where (a warning, shown in the summary)."""
     server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
     server.start()
     yield server
     server.stop()
+    if request.session.testsfailed:
+        kept = server.keep_log()
+        warnings.warn(f"SeaweedFS's log of this failed session: {kept}", stacklevel=1)
 
 
 @pytest.fixture

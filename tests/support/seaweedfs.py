@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -181,6 +182,15 @@ class SeaweedS3:
             yield
         finally:
             os.killpg(self.process.pid, signal.SIGCONT)
+
+    def keep_log(self) -> Path:
+        """A copy of ``weed.log`` in the system's temporary directory (dandizarr-test-logs/),
+        where pytest's clean-up of old runs does not delete it."""
+        kept = Path(tempfile.gettempdir()) / "dandizarr-test-logs"
+        kept.mkdir(exist_ok=True)
+        target = kept / f"weed-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+        shutil.copyfile(self.directory / "weed.log", target)
+        return target
 
     def create_bucket(self, name: str) -> str:
         self.client().create_bucket(Bucket=name)
