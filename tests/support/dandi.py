@@ -9,6 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -121,3 +122,25 @@ def make_service(url: str, tmp_path: Path) -> DandiService:
     home = tmp_path / "home"
     home.mkdir()
     return DandiService(url, token, dandiset, home)
+
+
+def api_key_env(service: DandiService) -> dict[str, str]:
+    """The newest dandi names a URL instance by its API host:port and reads {NAME}_API_KEY."""
+    netloc = urlsplit(service.url).netloc
+    return {f"{netloc.upper()}_API_KEY": service.token, "DANDI_API_KEY": service.token}
+
+
+def download_dandiset(service: DandiService, into: Path, *args: str) -> Path:
+    """``dandi download`` of the draft (plus ``args``) into ``into``; the dandiset's directory."""
+    url = f"{service.url}/api/dandisets/{service.dandiset}/versions/draft/"
+    service.dandi(DANDI_NEWEST, ["download", *args, url, "-o", str(into)], cwd=into.parent)
+    return into / service.dandiset
+
+
+def upload_dandiset(service: DandiService, dandiset_dir: Path, *args: str) -> None:
+    service.dandi(
+        DANDI_NEWEST,
+        ["upload", "-i", service.url, *args],
+        cwd=dandiset_dir,
+        **api_key_env(service),
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,3 +107,19 @@ def parse_asset_changes(data: object) -> AssetChanges:
         metadata,
         None if zarr_id is None else str(zarr_id),
     )
+
+
+# The longest asset glob taken: a pattern is a path, and paths are short.
+_GLOB_MAX = 1024
+
+
+def parse_asset_glob(pattern: str) -> str:
+    """The DANDI API's ``?glob=`` of an assets listing as an anchored, case-insensitive
+    PostgreSQL regular expression, as the DANDI Archive reads it (and dandi 0.81 checks what
+    it downloads against): ``*`` any run of characters, ``/`` too; every other character,
+    ``?`` and ``[`` included, itself."""
+    if not pattern or len(pattern) > _GLOB_MAX or "\x00" in pattern:
+        raise ValidationFailed(
+            f"glob must be 1 to {_GLOB_MAX} characters without NUL", code="invalid_asset_glob"
+        )
+    return "^" + ".*".join(re.escape(part) for part in pattern.split("*")) + "$"

@@ -13,7 +13,11 @@ from rest_framework.views import APIView
 
 from dandizarr_server.zarr_api.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.models import Asset, Dandiset, Version
-from dandizarr_server.zarr_api.parsers.assets import parse_asset_changes, parse_new_asset
+from dandizarr_server.zarr_api.parsers.assets import (
+    parse_asset_changes,
+    parse_asset_glob,
+    parse_new_asset,
+)
 from dandizarr_server.zarr_api.parsers.flags import parse_flag
 from dandizarr_server.zarr_api.permissions import require_writer
 from dandizarr_server.zarr_api.selectors.dandi import server_info
@@ -32,6 +36,7 @@ from dandizarr_server.zarr_api.serializers import (
 from dandizarr_server.zarr_api.services.assets import asset_create, asset_delete, asset_update
 from dandizarr_server.zarr_api.services.dandisets import dandiset_create
 from dandizarr_server.zarr_api.services.embargo import embargo_release
+from dandizarr_server.zarr_api.services.multipart_uploads import multipart_threshold
 from dandizarr_server.zarr_api.services.publishing import version_publish
 from dandizarr_server.zarr_api.throttles import PUBLISH_THROTTLES
 
@@ -51,6 +56,9 @@ class InfoView(APIView):
                 "pack_member_limit": settings.DANDIZARR_PACK_MEMBER_LIMIT,
                 "presigned_url_expiry_seconds": settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS,
                 "storage": settings.DANDIZARR_STORAGE,
+                # Files over this are declared with their size and parts (null: never).
+                "multipart_threshold_bytes": multipart_threshold(),
+                "multipart_part_bytes": settings.DANDIZARR_MULTIPART_PART_BYTES,
             }
         )
 
@@ -96,8 +104,15 @@ class AssetListCreateView(generics.ListAPIView[Asset]):
     def get_queryset(self) -> QuerySet[Asset]:
         version = version_get(self.kwargs["identifier"], self.kwargs["version"], self.request.user)
         assets = version.assets.select_related("zarr", "version")
-        path = self.request.query_params.get("path")
-        return assets if path is None else assets.filter(path=path)
+        params = self.request.query_params
+        if (path := params.get("path")) is not None:
+            # A prefix, as the DANDI API's: dandi finds a folder's assets with it (and an
+            # asset by its path by keeping the exact match of the answer).
+            assets = assets.filter(path__startswith=path)
+        if (glob := params.get("glob")) is not None:
+            # dandi download --path-type glob: without it every asset would match.
+            assets = assets.filter(path__iregex=parse_asset_glob(glob))
+        return assets
 
     @extend_schema(request=AssetSerializer, responses={201: AssetSerializer})
     def post(self, request: Request, identifier: str, version: str) -> Response:
