@@ -12,6 +12,10 @@ kept.
 
 Files already present with the right size and md5 are kept, so an interrupted download
 resumes.
+
+A partial download (``PathSelection``: include and exclude patterns) takes the listed files
+the patterns select, each verified as above; it proves those files, not the tree checksum
+(docs/partial-work.md).
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from dandizarr.checksums.local import md5_file
 from dandizarr.client.api import ApiClient
 from dandizarr.client.digests import tree_checksum
 from dandizarr.client.download_files import Body, FileWriter, shard_runs, splitter
-from dandizarr.client.errors import ClientError
+from dandizarr.client.errors import ClientError, NotFound
 from dandizarr.client.models import RemoteFile
+from dandizarr.client.path_selection import PathSelection
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import DownloadResult
 from dandizarr.client.retry import (
@@ -67,6 +72,7 @@ class Downloader:
         dest: Path,
         prefix: str,
         progress: Progress,
+        selection: PathSelection | None = None,
     ) -> None:
         self.client = client
         self.zarr_id = zarr_id
@@ -75,6 +81,9 @@ class Downloader:
         self.progress = progress
         self.result = DownloadResult(server=client.server, zarr_id=zarr_id, dest=str(dest))
         self.result.prefix = self.prefix
+        self.selection = selection or PathSelection()
+        self.result.includes = list(self.selection.includes)
+        self.result.excludes = list(self.selection.excludes)
         self._entries: list[tuple[str, int, str]] = []
         self._writer: FileWriter | None = None
         self._resuming = True
@@ -88,14 +97,21 @@ class Downloader:
             if node.get("type") != "directory":
                 raise ClientError(f"{self.prefix} is not a directory of {self.zarr_id}")
             expected = node["digest"]
-            totals = int(node.get("file_count") or 0), int(node.get("size") or 0)
+            totals: tuple[int, int | None] = (
+                int(node.get("file_count") or 0),
+                int(node.get("size") or 0),
+            )
         else:
             expected = archive.checksum
             totals = archive.file_count, archive.size
         # Each file's URL (and shard range) from the listing, a page signed at a time: no
         # request to the service per file unless its URL fails. The first page before the
         # first GET, the next ones while the GETs run.
-        pages = self.client.iter_file_pages(self.zarr_id, self.prefix, urls=True)
+        if self.selection.partial:
+            pages = self._selected_pages()
+            totals = (0, None)  # unknown until listed
+        else:
+            pages = self.client.iter_file_pages(self.zarr_id, self.prefix, urls=True)
         first = next(pages, [])
         # Into a new or empty directory: no file can be there already, none is looked for.
         self._resuming = self.dest.is_dir() and any(self.dest.iterdir())
@@ -117,11 +133,48 @@ class Downloader:
                 f"{len(self.result.failed_files)} files could not be downloaded, e.g. "
                 f"{self.result.failed_files[0]}; run the command again to resume"
             )
+        if self.selection.partial:
+            return self._partial_result(archive.checksum, started)
         # From the md5s verified above: the files on disk are those bytes.
         self.result.local_checksum = tree_checksum(self._entries)
         self.result.server_checksum = expected
         if expected is None and not self._entries:
             self.result.server_checksum = self.result.local_checksum
+        self.result.retries = self.client.retries.count
+        self.result.elapsed_seconds = time.perf_counter() - started
+        return self.result
+
+    def _selected_pages(self) -> Iterator[list[RemoteFile]]:
+        """The listing's pages, from the deepest directory every include lies under, with
+        only the files the selection takes."""
+        root = self.selection.listing_root()
+        if self.prefix and not (root == self.prefix or root.startswith(self.prefix + "/")):
+            if self.prefix.startswith(root + "/") or not root:
+                root = self.prefix
+            else:
+                return  # the includes lie outside --path: nothing to take
+        try:
+            for page in self.client.iter_file_pages(self.zarr_id, root, urls=True):
+                yield [f for f in page if self.selection.selects(f.path)]
+        except NotFound:
+            return  # no such directory: nothing under it to take
+
+    def _partial_result(self, archive_checksum: str | None, started: float) -> DownloadResult:
+        """What a partial download proves: every file taken has the size and md5 the
+        service's listing gives it (the entries its tree checksum is computed from); the
+        archive's checksum covers the whole tree, so a part cannot prove it."""
+        if not self._entries:
+            raise ClientError(
+                f"no file of {self.zarr_id}"
+                + (f" under {self.prefix}" if self.prefix else "")
+                + " matches the include and exclude patterns"
+            )
+        self.result.server_checksum = archive_checksum
+        self.result.verified = (
+            f"partial: each of the {len(self._entries):,} files matches the server's size and "
+            f"md5 (the archive checksum {archive_checksum} covers the whole tree and is not "
+            "checked)"
+        )
         self.result.retries = self.client.retries.count
         self.result.elapsed_seconds = time.perf_counter() - started
         return self.result

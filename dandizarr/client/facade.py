@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dandizarr.client.api import ApiClient
 from dandizarr.client.download import Downloader
+from dandizarr.client.path_selection import PathSelection
 from dandizarr.client.progress import NullProgress, Progress
 from dandizarr.client.results import DownloadResult, UploadResult
 from dandizarr.client.upload_types import UploadOptions
@@ -53,6 +55,13 @@ class DandizarrClient(ApiClient):
         *,
         prefix: str = "",
         progress: Progress | None = None,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
     ) -> DownloadResult:
-        """Download the archive (or the directory ``prefix`` of it) into ``dest`` and verify."""
-        return Downloader(self, zarr_id, Path(dest), prefix, progress or NullProgress()).run()
+        """Download the archive (or the directory ``prefix`` of it) into ``dest`` and verify
+        its checksum; with ``include``/``exclude`` patterns only the files they select, each
+        verified against the server's md5 (``path_selection``)."""
+        selection = PathSelection(tuple(include), tuple(exclude))
+        return Downloader(
+            self, zarr_id, Path(dest), prefix, progress or NullProgress(), selection
+        ).run()

@@ -133,9 +133,20 @@ class DownloadResult:
     elapsed_seconds: float = 0.0
     local_checksum: str | None = None
     server_checksum: str | None = None
+    # A partial download (docs/partial-work.md): the patterns, and what was proved.
+    includes: list[str] = field(default_factory=list)
+    excludes: list[str] = field(default_factory=list)
+    verified: str = ""
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.includes or self.excludes)
 
     @property
     def ok(self) -> bool:
+        if self.partial:
+            # A part of a tree cannot give the archive's checksum: each file was verified.
+            return not self.failed_files
         return not self.failed_files and self.local_checksum == self.server_checksum
 
     def check(self) -> DownloadResult:
@@ -150,7 +161,7 @@ class DownloadResult:
         return self
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+        return {**asdict(self), "ok": self.ok, "partial": self.partial}
 
     def summary(self) -> str:
         rate = self.downloaded_files / self.elapsed_seconds if self.elapsed_seconds else 0.0
@@ -159,6 +170,8 @@ class DownloadResult:
             f"kept {self.skipped_files:,} already present; {self.elapsed_seconds:.1f} s, "
             f"{rate:,.1f} files/s"
         )
-        if self.ok:
+        if self.partial:
+            line += f"; {self.verified}"
+        elif self.ok:
             line += f"; checksum {self.server_checksum} verified"
         return line
