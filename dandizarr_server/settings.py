@@ -353,6 +353,15 @@ DANDIZARR_DANDI_CLI_MINIMAL_VERSION = env_str("DANDIZARR_DANDI_CLI_MINIMAL_VERSI
 # Files one upload batch may gather, request by request (POST upload/add/, or DANDI's POST
 # files/), before it is completed (per request: the batch limit).
 DANDIZARR_OPEN_BATCH_FILE_LIMIT = env_int("DANDIZARR_OPEN_BATCH_FILE_LIMIT", 100_000)
+# Files declared bigger than this (with their size and parts' md5s) are uploaded in parts, on
+# S3 (docs/api.md, "Big files"; the default's reasons in docs/measurements.md). It must stay
+# under S3's single-PUT limit of 5 GiB; the local backend takes any file in one PUT.
+DANDIZARR_MULTIPART_THRESHOLD_BYTES = env_int("DANDIZARR_MULTIPART_THRESHOLD_BYTES", 1 << 30)
+# The smallest part (S3's minimum, 5 MiB, is the floor); bigger files get bigger parts so that
+# no upload has more than S3's 10,000 (dandizarr.objectstore.multipart.part_size).
+DANDIZARR_MULTIPART_PART_BYTES = env_int("DANDIZARR_MULTIPART_PART_BYTES", 64 << 20)
+if not 0 < DANDIZARR_MULTIPART_THRESHOLD_BYTES <= 5 << 30:
+    raise ValueError("DANDIZARR_MULTIPART_THRESHOLD_BYTES must be between 1 and 5 GiB (S3's PUT)")
 
 # --- Celery ----------------------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")

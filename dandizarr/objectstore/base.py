@@ -138,6 +138,8 @@ class ObjectStore(abc.ABC):
     # and a listing of a key range (1000 keys per request) beats a HEAD per key. On a local disk
     # a request is a few system calls, and threads would only add overhead.
     remote: ClassVar[bool] = False
+    # Whether the store takes multipart uploads (S3; files past 5 GiB need them).
+    takes_multipart: ClassVar[bool] = False
     # Requests a batch method runs at once (remote stores; a backend's constructor sets it).
     concurrency: int = 32
     _request_pool: ThreadPoolExecutor | None = None

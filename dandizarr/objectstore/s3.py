@@ -55,6 +55,7 @@ def _http_session(client: S3Client) -> URLLib3Session:
 
 class S3ObjectStore(ObjectStore):
     remote = True
+    takes_multipart = True
 
     def __init__(
         self,

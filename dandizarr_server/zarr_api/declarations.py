@@ -8,10 +8,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)  # one per file: no __dict__
 class FileDeclaration:
-    """A file of a loose upload batch: where it goes and the md5 its PUT must carry."""
+    """A file of a loose upload batch: where it goes and the md5 its PUT must carry; a big
+    file also declares its size and each part's md5 (docs/api.md, "Big files")."""
 
     path: str
     md5: str
+    size: int | None = None
+    part_md5s: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)  # one per file: no __dict__

@@ -285,6 +285,53 @@ class BatchFile(models.Model):
         constraints = [models.UniqueConstraint(fields=["batch", "path"], name="unique_batch_path")]
 
 
+class MultipartUpload(models.Model):
+    """A file of an upload batch sent in parts (docs/api.md, "Big files"): S3's upload, the
+    parts the client declared, and what the service proved of the object it completed into.
+
+    Kept after its batch ends: a proven row is how every reader of storage maps the object's
+    composite ETag (which is no md5) to the md5 its bytes have (``selectors.stored_md5s``)."""
+
+    class State(models.TextChoices):
+        # Parts being PUT.
+        OPEN = "open"
+        # Completed in storage into ``etag``; its md5 is not proven yet.
+        COMPLETED = "completed"
+        # The object's bytes were read and their md5 is ``md5``.
+        PROVEN = "proven"
+        # Its bytes' md5 is not the declared one (the batch failed), or it was aborted.
+        FAILED = "failed"
+        ABORTED = "aborted"
+
+    archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="multipart")
+    batch = models.ForeignKey(
+        "Batch", null=True, blank=True, on_delete=models.SET_NULL, related_name="multipart"
+    )
+    path = models.TextField()
+    key = models.TextField()
+    upload_id = models.TextField(unique=True)
+    size = models.BigIntegerField()
+    part_size = models.BigIntegerField()
+    # The md5 hex of each part, in part order, as declared.
+    part_md5s = models.JSONField()
+    # The file's md5 as declared (checked against its bytes before the file is applied).
+    md5 = models.CharField(max_length=32)
+    # The ETag the declared parts complete into (multipart.composite_etag).
+    etag = models.CharField(max_length=48)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["key", "etag"]),
+            models.Index(fields=["batch", "state"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"multipart upload of {self.key} ({self.state})"
+
+
 class ArchiveVersion(models.Model):
     """An immutable version of an archive, made by publishing its dandiset (docs/versions.md):
     the draft as it was at the end of ``generation``. It owns no objects: it shares them with the

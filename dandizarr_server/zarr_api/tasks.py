@@ -6,6 +6,7 @@ Services schedule these by name through ``dandizarr_server.zarr_api.scheduling``
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from celery import Task, shared_task
@@ -25,6 +26,7 @@ from dandizarr_server.zarr_api.services.embargo import (
 )
 from dandizarr_server.zarr_api.services.garbage import garbage_collect_all
 from dandizarr_server.zarr_api.services.lost_writers import lost_writers_batches_end
+from dandizarr_server.zarr_api.services.multipart_uploads import abandoned_uploads_abort
 from dandizarr_server.zarr_api.services.reconciliation import due_batches_reconcile
 from dandizarr_server.zarr_api.services.recovery import unfinished_batch_ends_finish
 from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
@@ -54,7 +56,10 @@ def collect_storage_garbage() -> int:
 
 @shared_task(acks_late=True)
 def cancel_stale_batches() -> int:
-    return stale_batches_cancel()
+    """Cancel stale batches, then abort the multipart uploads no open batch is sending."""
+    cancelled = stale_batches_cancel()
+    margin = timedelta(seconds=settings.DANDIZARR_RECONCILE_MARGIN_SECONDS)
+    return cancelled + abandoned_uploads_abort(margin)
 
 
 @shared_task(acks_late=True)

@@ -21,7 +21,8 @@ def _objects(data: object, shape: str) -> list[dict[str, object]]:
 
 
 def parse_upload_files(data: object) -> list[FileDeclaration]:
-    """``[{"path": ..., "etag": ...}, ...]``: the files to upload and their md5s."""
+    """``[{"path": ..., "etag": ..., "size"?: ..., "parts"?: [...]}, ...]``: the files to
+    upload, their md5s and, for one sent in parts, its size and each part's md5."""
     files = _objects(data, '{"path": ..., "etag": ...}')
     paths = check_paths([f.get("path") for f in files])
     bad_etags: list[Problem] = [
@@ -31,7 +32,38 @@ def parse_upload_files(data: object) -> list[FileDeclaration]:
     ]
     if bad_etags:
         raise invalid("etags", bad_etags)
-    return [FileDeclaration(path, str(f["etag"])) for path, f in zip(paths, files, strict=True)]
+    bad_sizes: list[Problem] = [
+        {"path": path, "problem": problem}
+        for path, f in zip(paths, files, strict=True)
+        if (problem := _size_problem(f))
+    ]
+    if bad_sizes:
+        raise invalid("sizes or parts", bad_sizes)
+    return [
+        FileDeclaration(
+            path,
+            str(f["etag"]),
+            f.get("size"),  # type: ignore[arg-type]  # checked by _size_problem
+            tuple(f.get("parts") or ()),  # type: ignore[arg-type]
+        )
+        for path, f in zip(paths, files, strict=True)
+    ]
+
+
+def _size_problem(file: dict[str, object]) -> str | None:
+    """The optional ``size`` (bytes) and ``parts`` (each part's md5) of a big file."""
+    size, parts = file.get("size"), file.get("parts")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        return "size must be a whole number of bytes"
+    if parts is None:
+        return None
+    if size is None:
+        return "parts need the file's size"
+    if not isinstance(parts, list) or not parts:
+        return "parts must be a list of md5s, one per part"
+    if any(etag_problem(part) for part in parts):
+        return "each part must be an md5 as 32 lowercase hex digits"
+    return None
 
 
 def parse_deleted_paths(data: object) -> list[str]:

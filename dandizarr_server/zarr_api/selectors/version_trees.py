@@ -36,6 +36,7 @@ from dandizarr_server.zarr_api.keys import file_key
 from dandizarr_server.zarr_api.models import ArchiveVersion, FileHistory, ZarrArchive
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
 from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, member_location
+from dandizarr_server.zarr_api.selectors.stored_md5s import proven_etags
 from dandizarr_server.zarr_api.storage import get_store
 from dandizarr_server.zarr_api.tree import CachedTree
 
@@ -270,6 +271,10 @@ def _loose(key: str, md5: str, size: int) -> MemberLocation:
         version_id = _resolved.get((key, md5))
     if version_id is None:
         found = get_store().find_version(key, md5)
+        for etag in proven_etags(key, md5) if found is None else []:
+            # Sent in parts: its ETag is not its md5, the proven row names it.
+            if (found := get_store().find_version(key, etag)) is not None:
+                break
         if found is None:
             raise NotFound(f"the bytes of {key!r} (md5 {md5}) are gone from storage")
         version_id = found.version_id

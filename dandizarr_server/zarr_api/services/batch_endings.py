@@ -17,11 +17,12 @@ from dandizarr.objectstore import ObjectInfo
 from dandizarr.objectstore.keys import key_problem
 from dandizarr_server.zarr_api.crash import crash_point
 from dandizarr_server.zarr_api.exceptions import Conflict, unavailable_service
-from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
 from dandizarr_server.zarr_api.permissions import Requester, recorded_user
 from dandizarr_server.zarr_api.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
 from dandizarr_server.zarr_api.selectors.shard_members import packed_paths
+from dandizarr_server.zarr_api.selectors.stored_md5s import stored_md5s
 from dandizarr_server.zarr_api.services.archive_locks import lock_archive, next_sequence
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
 from dandizarr_server.zarr_api.services.shard_objects import discard_shards
@@ -69,6 +70,7 @@ def cancellation_finish(batch_pk: int) -> Batch:
             to_unlist = uploaded_files_discard(
                 archive, list(batch.files.values_list("path", flat=True))
             )
+            multipart_uploads_drop(batch)
         crash_point("cancel:storage-deleted")
         transaction.on_commit(lambda: crash_point("cancel:pending-committed"))
         batch.state = Batch.State.CANCELLED
@@ -91,13 +93,16 @@ def uploaded_files_discard(archive: ZarrArchive, paths: list[str]) -> list[str]:
     packed = packed_paths(archive, paths)
     committed = archive_snapshot(archive).files_state(paths)
     heads = stored_heads(archive, paths)
+    # A file sent in parts has an ETag that is not its md5: the md5 proven of its bytes.
+    md5s = stored_md5s((i.key, i.etag) for i in heads.values() if i is not None)
     to_delete: list[str] = []
     to_unlist: list[str] = []
     for path in paths:
         info = heads[path]
         known = committed[path]
+        stored = md5s[(info.key, info.etag)] if info is not None else None
         # A packed file has no loose object: one at its key is this batch's, whatever its md5.
-        if path not in packed and info is not None and known is not None and info.etag == known.md5:
+        if path not in packed and info is not None and known is not None and stored == known.md5:
             continue  # storage still holds the archive's version
         if info is not None:
             to_delete.append(path)
@@ -105,6 +110,16 @@ def uploaded_files_discard(archive: ZarrArchive, paths: list[str]) -> list[str]:
             to_unlist.append(path)
     get_store().delete_many(archive.storage_prefix + p for p in to_delete)
     return to_unlist
+
+
+def multipart_uploads_drop(batch: Batch) -> None:
+    """Abort the uploads in parts the ending batch left open (storage bills their parts)."""
+    uploads = list(batch.multipart.filter(state=MultipartUpload.State.OPEN))
+    store = get_store()
+    store.map_requests(lambda u: store.abort_multipart_upload(u.key, u.upload_id), uploads)
+    MultipartUpload.objects.filter(pk__in=[u.pk for u in uploads]).update(
+        state=MultipartUpload.State.ABORTED
+    )
 
 
 def deletion_finish(batch_pk: int) -> Batch:

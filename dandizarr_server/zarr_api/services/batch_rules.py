@@ -35,7 +35,10 @@ OPEN_UPLOAD_NOTE = "open upload (POST files/)"
 @dataclass(frozen=True)
 class UploadTarget:
     path: str
-    upload_url: str
+    upload_url: str | None
+    # A file sent in parts (services.multipart_uploads): a URL per part, in part order.
+    part_size: int | None = None
+    part_urls: tuple[str, ...] = ()
 
 
 def upload_urls_sign(keys_and_md5s: Sequence[tuple[str, str]], *, acl: str = "") -> list[str]:

@@ -25,6 +25,7 @@ from dandizarr_server.zarr_api.selectors.shard_members import (
     member_locations,
     unverified_pack_batches,
 )
+from dandizarr_server.zarr_api.selectors.stored_md5s import unproven_batches
 from dandizarr_server.zarr_api.services.archive_locks import lock_tree
 
 _CHUNK = 2000
@@ -32,9 +33,10 @@ _CHUNK = 2000
 
 def applicable_batch_ids(archive: ZarrArchive) -> list[int]:
     """The pending batches a tree update applies now, in sequence order: up to a pack batch
-    completed after its members were verified (its own task verifies and applies it and what
-    follows). The caller holds the TreeLock."""
-    unverified = unverified_pack_batches(archive.pk)
+    completed after its members were verified, or a batch with a file sent in parts completed
+    after its md5 was proven (its own task verifies and applies it and what follows). The
+    caller holds the TreeLock."""
+    unverified = unverified_pack_batches(archive.pk) | unproven_batches(archive.pk)
     batch_ids = []
     pending = Batch.objects.filter(archive=archive, state=Batch.State.PENDING)
     for pk in pending.order_by("sequence").values_list("pk", flat=True):

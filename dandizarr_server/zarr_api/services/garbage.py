@@ -38,6 +38,7 @@ from dandizarr_server.zarr_api.models import (
 )
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
+from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5s
 from dandizarr_server.zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,8 @@ class _References:
     draft: dict[str, str]  # loose key -> md5 the draft's tree has for its path
     writing: set[tuple[str, str]]  # (loose key, md5) a batch not yet applied writes
     live_shards: set[str]
+    # (key, composite ETag) -> the md5 proven of that multipart object's bytes.
+    md5_of: dict[tuple[str, str], str]
 
 
 def _references(archive: ZarrArchive, page: list[ObjectVersion]) -> _References:
@@ -110,7 +113,19 @@ def _references(archive: ZarrArchive, page: list[ObjectVersion]) -> _References:
         (key, "" if offset is not None else md5)
         for key, md5, offset in rows.values_list("key", "md5", "offset")
     }
-    return _References(history, draft, writing, live_shards)
+    # Files sent in parts: their versions' ETags mapped to the md5s proven of their bytes.
+    md5s = stored_md5s((v.key, v.etag) for v in page if not v.delete_marker)
+    # SeaweedFS's version listing of a bucket without versioning gives a multipart object
+    # another composite ETag than its HEAD does: the current object's is asked for then.
+    strays = [v for v in page if v.latest and not v.delete_marker and md5s[(v.key, v.etag)] is None]
+    heads = get_store().head_many([v.key for v in strays]) if strays else {}
+    current = stored_md5s((i.key, i.etag) for i in heads.values() if i is not None)
+    for v in strays:
+        head = heads[v.key]
+        if head is not None and head.size == v.size:
+            md5s[(v.key, v.etag)] = current[(head.key, head.etag)]
+    md5_of = {pair: md5 for pair, md5 in md5s.items() if md5 is not None and md5 != pair[1]}
+    return _References(history, draft, writing, live_shards, md5_of)
 
 
 def _needed(version: ObjectVersion, refs: _References, checksums: str) -> tuple[bool, bool]:
@@ -118,12 +133,15 @@ def _needed(version: ObjectVersion, refs: _References, checksums: str) -> tuple[
     key = version.key
     if key.startswith(checksums):
         return version.latest, False
-    if (key, "") in refs.history or (key, version.etag) in refs.history:
+    md5 = refs.md5_of.get((key, version.etag), version.etag)
+    if md5 == UNPROVEN:
+        return True, False  # completed in parts, its proof to come: its batch is writing it
+    if (key, "") in refs.history or (key, md5) in refs.history:
         return True, not version.latest
     # Not by "latest": a listing racing writes may name another version latest.
-    if key in refs.live_shards or (key, version.etag) in refs.writing:
+    if key in refs.live_shards or (key, md5) in refs.writing:
         return True, False
-    return refs.draft.get(key) == version.etag, False
+    return refs.draft.get(key) == md5, False
 
 
 def archive_garbage_collect(

@@ -7,7 +7,7 @@ the periodic sweep reconciles any batch whose task was lost."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.db import transaction
 from django.utils import timezone
@@ -17,6 +17,7 @@ from dandizarr_server.zarr_api.models import CHANGING_STATES, Batch, BatchFile, 
 from dandizarr_server.zarr_api.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
 from dandizarr_server.zarr_api.selectors.shard_members import packed_paths
+from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5s
 from dandizarr_server.zarr_api.services.archive_locks import lock_archive, next_sequence
 from dandizarr_server.zarr_api.services.batch_endings import deletion_create
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
@@ -85,8 +86,13 @@ def _file_drift(archive: ZarrArchive, batch: Batch) -> Drift:
     heads = get_store().head_many([prefix + p for p in paths])
     packed = packed_paths(archive, paths)
     listed = archive_snapshot(archive).files_state(p for p in paths if p not in packed)
+    # A file sent in parts: the md5 proven of its bytes, not its ETag (None: never proven).
+    md5s = stored_md5s((i.key, i.etag) for i in heads.values() if i is not None)
     for path in paths:
         stored = heads[prefix + path]
+        stored_md5 = md5s[(stored.key, stored.etag)] if stored is not None else None
+        if stored_md5 == UNPROVEN:
+            continue  # its batch's proof decides, before it is applied
         if path in packed:
             if stored is not None:
                 drift.stray_keys.append(prefix + path)
@@ -97,10 +103,16 @@ def _file_drift(archive: ZarrArchive, batch: Batch) -> Drift:
             if known is not None:
                 drift.to_unlist.append(path)
                 drift.notes.append(f"{path}: listed (md5 {known.md5}) but not in storage")
-        elif known is None or (known.md5, known.size) != (stored.etag, stored.size):
-            drift.to_list[path] = stored
+        elif stored_md5 is None:
+            # Parts the service never completed or proved: no md5 can be listed for them.
+            drift.stray_keys.append(prefix + path)
+            if known is not None:
+                drift.to_unlist.append(path)
+            drift.notes.append(f"{path}: storage holds unproven parts {stored.etag} (deleted)")
+        elif known is None or (known.md5, known.size) != (stored_md5, stored.size):
+            drift.to_list[path] = replace(stored, etag=stored_md5)
             was = f"md5 {known.md5}" if known else "not listed"
-            drift.notes.append(f"{path}: storage holds md5 {stored.etag}, the tree had {was}")
+            drift.notes.append(f"{path}: storage holds md5 {stored_md5}, the tree had {was}")
     return drift
 
 

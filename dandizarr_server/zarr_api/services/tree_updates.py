@@ -25,6 +25,7 @@ from dandizarr_server.zarr_api.services.member_locations import (
     paths_in_tree,
     stale_loose_copies_delete,
 )
+from dandizarr_server.zarr_api.services.multipart_proofs import pending_uploads_prove
 from dandizarr_server.zarr_api.services.pack_batches import pending_pack_batches_verify
 from dandizarr_server.zarr_api.tree import CachedTree, tree_version
 
@@ -40,6 +41,8 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
     """
     # Pack batches: every member checked against the shard's bytes first (long; no locks).
     pending_pack_batches_verify(archive_pk)
+    # Files sent in parts: each md5 proven from the bytes first (long too; no locks).
+    pending_uploads_prove(archive_pk)
     # What the batches replace is committed before any of their changes can be seen.
     recorded = replaced_files_record(archive_pk)
     tree: CachedTree | None = None

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from django.conf import settings
@@ -39,6 +39,11 @@ from dandizarr_server.zarr_api.services.batch_rules import (
     upload_urls_sign,
 )
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert, record_sizes
+from dandizarr_server.zarr_api.services.multipart_uploads import (
+    completed_uploads,
+    multipart_uploads_complete,
+    multipart_uploads_open,
+)
 from dandizarr_server.zarr_api.services.pack_batches import uploaded_shards_verify
 from dandizarr_server.zarr_api.services.url_lifetimes import reconcile_when_urls_expire
 
@@ -53,8 +58,23 @@ def batch_start(
         paths = [f.path for f in files]
         batch = open_batch_create(user=user, archive=archive, kind=Batch.Kind.UPLOAD, paths=paths)
         batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files))
-        urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files], acl=acl)
-    return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
+        return upload_targets(archive, batch, files, acl)
+
+
+def upload_targets(
+    archive: ZarrArchive, batch: Batch, files: Sequence[FileDeclaration], acl: str
+) -> list[UploadTarget]:
+    """Each file's URL bound to its md5 (or requiring ``acl``), or a big file's part URLs."""
+    in_parts = multipart_uploads_open(archive, batch, files)
+    whole = [f for f in files if f.path not in in_parts]
+    urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in whole], acl=acl)
+    signed = dict(zip([f.path for f in whole], urls, strict=True))
+    return [
+        UploadTarget(f.path, None, in_parts[f.path].part_size, tuple(in_parts[f.path].part_urls))
+        if f.path in in_parts
+        else UploadTarget(f.path, signed[f.path])
+        for f in files
+    ]
 
 
 def batch_files_add(
@@ -77,27 +97,41 @@ def batch_files_add(
                 "files can only be added to your own"
             )
         open_batch_join(user=user, archive=archive, batch=batch, files=files)
-        urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files], acl=acl)
-    return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
+        return upload_targets(archive, batch, files, acl)
 
 
-def uploaded_files_verify(archive: ZarrArchive, files: Sequence[DeclaredFile]) -> Verification:
-    """Each file as stored against its declared md5; records the stored size on the row."""
+def uploaded_files_verify(
+    archive: ZarrArchive,
+    files: Sequence[DeclaredFile],
+    in_parts: Mapping[str, tuple[str, int]] | None = None,
+) -> Verification:
+    """Each file as stored against its declared md5 (a file sent in parts: the ETag and size
+    its declared parts make, ``in_parts``; its md5 is proven later); records the stored size
+    on the row."""
     result = Verification()
     heads = stored_heads(archive, [f.path for f in files])
     for f in files:
         info = heads[f.path]
+        expected = (in_parts or {}).get(f.path, (f.md5, None))
         if info is None:
             result.missing.append(f.path)
-        elif info.etag != f.md5:
-            result.mismatched.append({"path": f.path, "expected": f.md5, "actual": info.etag})
+        elif (info.etag, info.size if expected[1] is not None else None) != expected:
+            result.mismatched.append({"path": f.path, "expected": expected[0], "actual": info.etag})
         else:
             f.size = info.size
     return result
 
 
 def batch_complete(*, user: Requester, archive: ZarrArchive) -> Batch:
-    """Verify every file of the open batch in storage; on success queue its tree update."""
+    """Verify every file of the open batch in storage; on success queue its tree update.
+
+    Files sent in parts are completed first, before the archive is locked (a completion is
+    storage work S3 may take a while over)."""
+    found = open_batch_find(archive)
+    if found is not None and found.kind == Batch.Kind.UPLOAD:
+        require_writer(user, archive.dandiset)
+        parts = multipart_uploads_complete(found)
+        Verification(parts.missing, parts.mismatched).raise_unless_complete()
     with transaction.atomic():
         archive = lock_archive(archive)
         require_writer(user, archive.dandiset)
@@ -107,7 +141,7 @@ def batch_complete(*, user: Requester, archive: ZarrArchive) -> Batch:
             uploaded_shards_verify(batch).raise_unless_complete()
         else:
             files = declared_files(batch)
-            uploaded_files_verify(archive, files).raise_unless_complete()
+            uploaded_files_verify(archive, files, completed_uploads(batch)).raise_unless_complete()
             record_sizes(files)
         batch.state = Batch.State.PENDING
         batch.sequence = next_sequence(archive)

@@ -145,7 +145,13 @@ def _loose_files_request(
         files=parse_upload_files(request.data),
         acl=required_acl(request.headers),
     )
-    return Response([{"path": t.path, "upload_url": t.upload_url} for t in targets])
+    return Response(
+        [
+            {"path": t.path, "upload_url": t.upload_url}
+            | ({"part_size": t.part_size, "part_urls": t.part_urls} if t.part_urls else {})
+            for t in targets
+        ]
+    )
 
 
 class UploadAddView(APIView):

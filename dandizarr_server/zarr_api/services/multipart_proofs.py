@@ -1,0 +1,88 @@
+"""The md5 of a file sent in parts, proven from its bytes before its batch is applied.
+
+A multipart object's ETag proves which parts it is made of (each part's md5 was checked), not
+the md5 of the whole, which the tree hash needs. The tree update reads each completed upload of
+its archive's pending batches from storage (streamed, conditional on the object's ETag, without
+locks) and compares the md5 with the declared one. A match makes the row proven (the batch may
+be applied); a mismatch fails the batch: what it uploaded is deleted as a cancel deletes it,
+and its ``error`` names the file, the declared md5 and the md5 of the bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from django.db import transaction
+
+from dandizarr.objectstore import ObjectNotFound, PreconditionFailed
+from dandizarr_server.zarr_api.models import Batch, MultipartUpload
+from dandizarr_server.zarr_api.services.archive_locks import lock_archive
+from dandizarr_server.zarr_api.services.batch_endings import cancellation_finish
+from dandizarr_server.zarr_api.storage import get_store
+
+logger = logging.getLogger(__name__)
+
+# Bytes per ranged GET of a proof: large enough that a request's round trip is noise.
+PROOF_BLOCK = 16 << 20
+# How a batch that failed its md5 proof says so (its ``error`` starts with this).
+PROOF_FAILED = "md5 proof failed: "
+
+
+def object_md5(key: str, etag: str, size: int) -> str:
+    """The md5 of the object at ``key`` read in ranges, each only while its ETag is ``etag``
+    (PreconditionFailed once it was replaced)."""
+    store = get_store()
+    digest = hashlib.md5(usedforsecurity=False)
+    for start in range(0, size, PROOF_BLOCK):
+        data, _ = store.read_range(key, start, min(start + PROOF_BLOCK, size), if_match=etag)
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def pending_uploads_prove(archive_pk: int) -> None:
+    """Prove every completed upload of the archive's pending batches; idempotent, no locks
+    held while reading (a proof reads the whole file)."""
+    uploads = MultipartUpload.objects.filter(
+        archive_id=archive_pk,
+        batch__state=Batch.State.PENDING,
+        state=MultipartUpload.State.COMPLETED,
+    ).order_by("batch__sequence", "pk")
+    for upload in list(uploads):
+        try:
+            actual = object_md5(upload.key, upload.etag, upload.size)
+        except (ObjectNotFound, PreconditionFailed):
+            actual = "(the object was replaced or deleted before it was proven)"
+        if actual == upload.md5:
+            MultipartUpload.objects.filter(
+                pk=upload.pk, state=MultipartUpload.State.COMPLETED
+            ).update(state=MultipartUpload.State.PROVEN)
+            continue
+        MultipartUpload.objects.filter(pk=upload.pk).update(state=MultipartUpload.State.FAILED)
+        batch_fail(
+            upload.batch_id,
+            f"{PROOF_FAILED}{upload.path!r} was declared with md5 {upload.md5}; its bytes "
+            f"have md5 {actual}. Its parts were as declared: the file's md5 was computed "
+            "wrongly, or the file changed while it was read. Upload it again",
+        )
+
+
+def batch_fail(batch_pk: int | None, error: str) -> None:
+    """Fail a pending batch whose file did not prove: delete what it uploaded (as a cancel
+    does, through its intent, so a crash is finished by the sweep), then mark it failed."""
+    if batch_pk is None:
+        return
+    with transaction.atomic():
+        batch = Batch.objects.select_related("archive").get(pk=batch_pk)
+        lock_archive(batch.archive)
+        batch = Batch.objects.select_for_update().get(pk=batch_pk)
+        if batch.state != Batch.State.PENDING:
+            return
+        batch.state = Batch.State.CANCELLING
+        batch.note = error[:255]
+        batch.save(update_fields=["state", "note"])
+    cancellation_finish(batch_pk)
+    Batch.objects.filter(pk=batch_pk, state=Batch.State.CANCELLED).update(
+        state=Batch.State.FAILED, error=error
+    )
+    logger.warning("batch %s failed: %s", batch_pk, error)

@@ -1,0 +1,267 @@
+"""Big files of upload batches, sent in parts (docs/api.md, "Big files").
+
+A start (or add) that declares a file's size over ``DANDIZARR_MULTIPART_THRESHOLD_BYTES`` with
+each part's md5 opens an S3 multipart upload for it and hands out a URL per part, each bound to
+its part's md5. Completing the batch completes the uploads from the parts storage lists (each
+checked against its declared md5: moto takes any body) and checks the object's composite ETag;
+the tree update then proves each file's md5 from its bytes (``multipart_proofs``) before the
+batch is applied. Cancels, stale sweeps and re-declared paths abort their uploads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from dandizarr.objectstore import ObjectNotFound
+from dandizarr.objectstore.multipart import (
+    MAX_OBJECT,
+    composite_etag,
+    part_count,
+    part_ranges,
+    part_size,
+)
+from dandizarr_server.zarr_api.declarations import FileDeclaration
+from dandizarr_server.zarr_api.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.keys import FILES_ROOT
+from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
+from dandizarr_server.zarr_api.parsers.problems import Problem
+from dandizarr_server.zarr_api.storage import get_store
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartTargets:
+    part_size: int
+    part_urls: list[str]
+
+
+def multipart_threshold() -> int | None:
+    """Files bigger than this go in parts; None where storage takes any file in one PUT (the
+    local backend, which takes no multipart uploads)."""
+    if not get_store().takes_multipart:
+        return None
+    return int(settings.DANDIZARR_MULTIPART_THRESHOLD_BYTES)
+
+
+def part_bytes(size: int) -> int:
+    """The part size of a ``size``-byte file: the one rule, with the service's minimum."""
+    return part_size(size, settings.DANDIZARR_MULTIPART_PART_BYTES)
+
+
+def multipart_files_check(files: Sequence[FileDeclaration]) -> list[FileDeclaration]:
+    """The files declared in parts, each checked against the rule; 400 naming every file that
+    breaks it (and nothing opened)."""
+    threshold = multipart_threshold()
+    problems: list[Problem] = []
+    big: list[FileDeclaration] = []
+    for f in files:
+        if f.size is None:
+            continue
+        if f.size > MAX_OBJECT:
+            problems.append({"path": f.path, "problem": f"is over S3's {MAX_OBJECT} bytes"})
+        elif threshold is None:
+            if f.part_md5s:
+                problems.append(
+                    {
+                        "path": f.path,
+                        "problem": "is declared in parts; this storage takes any "
+                        "file in one PUT (multipart_threshold_bytes is null)",
+                    }
+                )
+        elif f.size <= threshold:
+            if f.part_md5s:
+                problems.append(
+                    {
+                        "path": f.path,
+                        "problem": f"is declared in parts; only files over "
+                        f"{threshold} bytes are sent in parts",
+                    }
+                )
+        else:
+            expected = part_count(f.size, part_bytes(f.size))
+            if len(f.part_md5s) != expected:
+                problems.append(
+                    {
+                        "path": f.path,
+                        "problem": f"is over {threshold} bytes: declare its {expected} parts of "
+                        f"{part_bytes(f.size)} bytes (the last the rest), each part's md5, "
+                        f"got {len(f.part_md5s)}",
+                        "part_size": part_bytes(f.size),
+                        "parts": expected,
+                    }
+                )
+            else:
+                big.append(f)
+    if problems:
+        shown = "; ".join(f"{p['path']!r} {p['problem']}" for p in problems[:5])
+        raise ValidationFailed(
+            f"invalid parts: {shown}", code="multipart_parts_invalid", paths=problems
+        )
+    return big
+
+
+def multipart_uploads_open(
+    archive: ZarrArchive, batch: Batch, files: Sequence[FileDeclaration]
+) -> dict[str, PartTargets]:
+    """Open a multipart upload per big file of ``batch`` (in the caller's transaction, under
+    its archive lock) and sign its part URLs. A path the batch was uploading in parts already
+    has that upload aborted once this commits. The uploads are opened in storage first (no row
+    can name one that does not exist); one the transaction then does not record is aborted by
+    the sweep (``abandoned_uploads_abort``)."""
+    big = multipart_files_check(files)
+    replaced = list(
+        MultipartUpload.objects.filter(
+            batch=batch, path__in=[f.path for f in files], state=MultipartUpload.State.OPEN
+        )
+    )
+    if replaced:
+        MultipartUpload.objects.filter(pk__in=[u.pk for u in replaced]).update(
+            state=MultipartUpload.State.ABORTED
+        )
+        transaction.on_commit(lambda: multipart_uploads_abort(replaced))
+    if not big:
+        return {}
+    store = get_store()
+    keys = [archive.storage_prefix + f.path for f in big]
+    upload_ids = store.map_requests(store.create_multipart_upload, keys)
+    try:
+        return _recorded_and_signed(archive, batch, big, keys, upload_ids)
+    except BaseException:
+        # Nothing will complete them; were this process to die here instead, the sweep
+        # (abandoned_uploads_abort) aborts them.
+        store.map_requests(
+            lambda pair: store.abort_multipart_upload(*pair),
+            list(zip(keys, upload_ids, strict=True)),
+        )
+        raise
+
+
+def _recorded_and_signed(
+    archive: ZarrArchive,
+    batch: Batch,
+    big: Sequence[FileDeclaration],
+    keys: Sequence[str],
+    upload_ids: Sequence[str],
+) -> dict[str, PartTargets]:
+    store = get_store()
+    rows = [
+        MultipartUpload(
+            archive=archive,
+            batch=batch,
+            path=f.path,
+            key=key,
+            upload_id=upload_id,
+            size=f.size or 0,
+            part_size=part_bytes(f.size or 0),
+            part_md5s=list(f.part_md5s),
+            md5=f.md5,
+            etag=composite_etag(f.part_md5s),
+        )
+        for f, key, upload_id in zip(big, keys, upload_ids, strict=True)
+    ]
+    MultipartUpload.objects.bulk_create(rows)
+    expires_in = settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
+    return {
+        row.path: PartTargets(
+            row.part_size,
+            store.presigned_part_urls(row.key, row.upload_id, row.part_md5s, expires_in=expires_in),
+        )
+        for row in rows
+    }
+
+
+def multipart_uploads_abort(uploads: Sequence[MultipartUpload]) -> None:
+    """Abort these uploads in storage (gone already is fine)."""
+    store = get_store()
+    store.map_requests(lambda u: store.abort_multipart_upload(u.key, u.upload_id), list(uploads))
+
+
+def abandoned_uploads_abort(min_age: timedelta) -> int:
+    """The sweep: abort every multipart upload storage holds under an archive's files that no
+    open batch is sending (S3 keeps unfinished parts, and bills them, until aborted): those of
+    ended batches a cancel could not reach, and those a crash left between storage and the
+    database. Uploads younger than ``min_age`` are left alone (a start may be recording one).
+    How many were aborted."""
+    store = get_store()
+    if not store.takes_multipart:
+        return 0
+    cutoff = timezone.now() - min_age
+    live = set(
+        MultipartUpload.objects.filter(
+            state=MultipartUpload.State.OPEN, batch__state=Batch.State.OPEN
+        ).values_list("upload_id", flat=True)
+    )
+    aborted = 0
+    for upload in store.list_multipart_uploads(FILES_ROOT):
+        if upload.upload_id in live or upload.initiated > cutoff:
+            continue
+        store.abort_multipart_upload(upload.key, upload.upload_id)
+        aborted += 1
+    MultipartUpload.objects.filter(state=MultipartUpload.State.OPEN).exclude(
+        batch__state=Batch.State.OPEN
+    ).update(state=MultipartUpload.State.ABORTED)
+    return aborted
+
+
+@dataclass
+class PartsCheck:
+    """What storage holds of a batch's multipart uploads that it should not."""
+
+    missing: list[str]
+    mismatched: list[dict[str, str]]
+
+
+def multipart_uploads_complete(batch: Batch) -> PartsCheck:
+    """Complete the batch's open multipart uploads whose parts storage holds as declared.
+    Runs before the caller locks the archive (one ListParts and one completion per file, which
+    S3 may take a while over); a file whose parts are missing or other bytes stays open and is
+    reported, so the client PUTs them again and completes again."""
+    store = get_store()
+    check = PartsCheck([], [])
+    uploads = list(MultipartUpload.objects.filter(batch=batch, state=MultipartUpload.State.OPEN))
+
+    def complete(upload: MultipartUpload) -> tuple[MultipartUpload, str | None, str]:
+        try:
+            stored = {p.number: p for p in store.list_parts(upload.key, upload.upload_id)}
+        except ObjectNotFound:
+            return upload, "missing", "(its multipart upload is gone: start the file again)"
+        ranges = part_ranges(upload.size, upload.part_size)
+        for number, ((start, end), md5) in enumerate(
+            zip(ranges, upload.part_md5s, strict=True), start=1
+        ):
+            part = stored.get(number)
+            if part is None:
+                return upload, "missing", f"part {number}"
+            if part.etag != md5 or part.size != end - start:
+                return upload, "mismatched", f"part {number}: {part.etag} ({part.size} bytes)"
+        store.complete_multipart_upload(
+            upload.key, upload.upload_id, [(n, m) for n, m in enumerate(upload.part_md5s, 1)]
+        )
+        return upload, None, ""
+
+    for upload, problem, detail in store.map_requests(complete, uploads):
+        if problem == "missing":
+            check.missing.append(f"{upload.path} ({detail})")
+        elif problem == "mismatched":
+            check.mismatched.append(
+                {"path": upload.path, "expected": "part md5s as declared", "actual": detail}
+            )
+        else:
+            MultipartUpload.objects.filter(pk=upload.pk, state=MultipartUpload.State.OPEN).update(
+                state=MultipartUpload.State.COMPLETED
+            )
+    return check
+
+
+def completed_uploads(batch: Batch) -> dict[str, tuple[str, int]]:
+    """``{path: (etag, size)}`` the batch's files completed in parts must have in storage."""
+    rows = MultipartUpload.objects.filter(batch=batch, state=MultipartUpload.State.COMPLETED)
+    return {path: (etag, size) for path, etag, size in rows.values_list("path", "etag", "size")}
