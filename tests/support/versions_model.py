@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import io
 import json
-import posixpath
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dandizarr.sharding.archive_packing import build_shard
-from tests.support.api import expected_checksum, md5, put
-from tests.support.model_api import Answer, Api, quoted
+from tests.support.api import md5, put
+from tests.support.model_api import Answer, Api
+from tests.support.version_reads import ancestors_of, assert_reads_as, ok
 
 # No path is a directory of another, so every batch is valid as far as paths go.
 PATHS = [
@@ -84,11 +84,6 @@ class Model:
     draft: dict[str, bytes] = field(default_factory=dict)
     versions: list[Published] = field(default_factory=list)
     private: bool = True
-
-
-def _ok(answer: Answer, *expected: int) -> Answer:
-    assert answer.status in expected, (answer.status, answer.body[:2000])
-    return answer
 
 
 class VersionsWalk:
@@ -172,7 +167,7 @@ class VersionsWalk:
             sorted(self.model.draft), self.rng.randint(1, min(3, len(self.model.draft)))
         )
         body = [{"path": p} for p in paths]
-        _ok(self._request("DELETE", f"/api/zarr/{self.zarr_id}/files/", body=body), 204)
+        ok(self._request("DELETE", f"/api/zarr/{self.zarr_id}/files/", body=body), 204)
         self._settle()
         for path in paths:
             del self.model.draft[path]
@@ -185,7 +180,7 @@ class VersionsWalk:
         for path, body in sent.items():
             _put(urls[path], body)
         packed = self._packed()
-        _ok(self._request("DELETE", f"/api/zarr/{self.zarr_id}/upload/"), 204)
+        ok(self._request("DELETE", f"/api/zarr/{self.zarr_id}/upload/"), 204)
         self._settle()
         for path, body in sent.items():
             # The PUT replaced a loose file's object; the cancel deletes it, old bytes and all
@@ -283,59 +278,13 @@ class VersionsWalk:
             (f"version {v.number}", v.zarr_id, v.files) for v in self.model.versions
         ]
         every_path = sorted({p for _, _, files in states for p in files})
-        directories = sorted({d for p in every_path for d in _ancestors(p)})
+        directories = ancestors_of(every_path)
         for index, reader in enumerate(self.h.readers):
             for label, zarr_id, files in states:
                 where = f"{label} ({zarr_id}) through reader {index}"
-                self._check_state(reader, zarr_id, files, every_path, directories, where)
-
-    def _check_state(
-        self,
-        reader: Api,
-        zarr_id: str,
-        files: dict[str, bytes],
-        every_path: list[str],
-        directories: list[str],
-        where: str,
-    ) -> None:
-        def get(path: str, **params: str) -> Answer:
-            return reader.request("GET", path, params=params or None)
-
-        expected = {p: md5(b) for p, b in files.items()}
-        detail = _ok(get(f"/api/zarr/{zarr_id}/"), 200).json()
-        summary = (_checksum(files), len(files), sum(map(len, files.values())))
-        assert (detail["checksum"], detail["file_count"], detail["size"]) == summary, where
-        assert detail["checksum_status"] == "complete", where
-        listed = _ok(get(f"/api/zarr/{zarr_id}/files/", recursive="true", limit="10000"), 200)
-        assert {e["path"]: e["digest"] for e in listed.json()["results"]} == expected, where
-        dandi = _ok(get(f"/api/zarr/{zarr_id}/files/"), 200).json()
-        assert {e["Key"]: e["ETag"] for e in dandi["results"]} == expected, where
-        assert dandi["count"] == len(files), where
-        for directory in ["", *directories]:
-            below = _below(files, directory)
-            tree = get(f"/api/zarr/{zarr_id}/tree/{quoted(directory)}")
-            if directory and not below:
-                assert tree.status == 404, (where, directory, tree.status)
-                continue
-            assert tree.status == 200, (where, directory, tree.body[:500])
-            assert tree.json()["digest"] == _checksum(below), (where, directory)
-        index = _ok(
-            reader.request("GET", f"/zarr/{zarr_id}/", headers={"Accept": "application/json"}),
-            200,
-        ).json()
-        assert index["digest"] == summary[0], where
-        assert {e["name"] for e in index["entries"]} == _children(files), where
-        manifest = _ok(get(f"/api/zarr/{zarr_id}/manifest.json"), 200).json()
-        assert set(manifest["refs"]) == set(files), where
-        assert manifest["dandizarr"]["checksum"] == summary[0], where
-        for path in every_path:
-            read = get(f"/zarr/{zarr_id}/{quoted(path)}")
-            if path in files:
-                assert (read.status, read.body) == (200, files[path]), (where, path, read.status)
-            else:
-                assert read.status == 404, (where, path, read.status)
-        hidden = self.h.anonymous.request("GET", f"/api/zarr/{zarr_id}/").status
-        assert hidden == (404 if self.model.private else 200), (where, "anonymous", hidden)
+                assert_reads_as(reader, zarr_id, files, every_path, directories, where)
+                hidden = self.h.anonymous.request("GET", f"/api/zarr/{zarr_id}/").status
+                assert hidden == (404 if self.model.private else 200), (where, "anonymous")
 
     # --- the API ---------------------------------------------------------------------------
 
@@ -343,11 +292,11 @@ class VersionsWalk:
         return self.h.writer.request(method, path, body=body)
 
     def _get(self, path: str, **params: str) -> Answer:
-        return _ok(self.h.writer.request("GET", path, params=params or None), 200)
+        return ok(self.h.writer.request("GET", path, params=params or None), 200)
 
     def _post(self, path: str, body: object = None, *, expected: int | None = None) -> Answer:
         answer = self._request("POST", path, body)
-        return _ok(answer, *((expected,) if expected else (200, 201)))
+        return ok(answer, *((expected,) if expected else (200, 201)))
 
     def _start(self, files: dict[str, bytes]) -> dict[str, str]:
         declared = [{"path": p, "etag": md5(b)} for p, b in files.items()]
@@ -370,30 +319,6 @@ class VersionsWalk:
         self.h.wait(settled, "the draft's changes to be applied")
 
 
-def _checksum(files: dict[str, bytes]) -> str:
-    return expected_checksum(dict(sorted(files.items())))
-
-
 def _put(url: str, body: bytes) -> None:
     response = put(url, body)
     assert response.status_code == 200, (url, response.status_code, response.text[:500])
-
-
-def _ancestors(path: str) -> list[str]:
-    found = []
-    directory = posixpath.dirname(path)
-    while directory:
-        found.append(directory)
-        directory = posixpath.dirname(directory)
-    return found
-
-
-def _below(files: dict[str, bytes], directory: str) -> dict[str, bytes]:
-    if not directory:
-        return files
-    prefix = directory + "/"
-    return {p[len(prefix) :]: b for p, b in files.items() if p.startswith(prefix)}
-
-
-def _children(files: dict[str, bytes]) -> set[str]:
-    return {p.split("/", 1)[0] for p in files}

@@ -21,8 +21,8 @@ from tests.support.api import Actor
 from tests.support.model_api import DjangoApi
 from tests.support.versions_model import Harness, VersionsWalk
 
-SEEDS = [int(s) for s in os.environ.get("VERSIONS_MODEL_SEEDS", "1,2,3").split(",")]
-STEPS = int(os.environ.get("VERSIONS_MODEL_STEPS", "14"))
+SEEDS = [int(s) for s in os.environ.get("VERSIONS_MODEL_SEEDS", "1,5,11").split(",")]
+STEPS = int(os.environ.get("VERSIONS_MODEL_STEPS", "18"))
 
 
 def in_process_harness(owner: Actor) -> Harness:

@@ -9,7 +9,7 @@ from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from dandizarr_server.zarr_api.exceptions import NotFound, SignInRequired
+from dandizarr_server.zarr_api.exceptions import Conflict, NotFound, SignInRequired
 from dandizarr_server.zarr_api.models import (
     CHANGING_STATES,
     ArchiveVersion,
@@ -71,6 +71,26 @@ def archive_get(zarr_id: str | uuid.UUID, requester: Requester | None) -> ZarrAr
         archive.as_of = version
     if archive is None or not user_can_read(requester, archive.dandiset):
         raise NotFound(f"no zarr archive with zarr_id {zarr_id}")
+    return archive
+
+
+def require_draft(archive: ZarrArchive) -> None:
+    """Conflict when ``archive`` was looked up by a version's id: a published version is
+    read-only, whatever the route (docs/versions.md)."""
+    if archive.as_of is not None:
+        raise Conflict(
+            f"version {archive.as_of.number} of zarr archive {archive.zarr_id} is published "
+            f"and read-only; change the draft (zarr_id {archive.zarr_id}) instead",
+            code="version_read_only",
+        )
+
+
+def archive_for_write(zarr_id: str | uuid.UUID, requester: Requester | None) -> ZarrArchive:
+    """The archive whose draft a request changes: as ``archive_get`` finds it (NotFound for
+    what ``requester`` may not read), and Conflict for a version's id. Every route that writes
+    through an id looks it up here."""
+    archive = archive_get(zarr_id, requester)
+    require_draft(archive)
     return archive
 
 

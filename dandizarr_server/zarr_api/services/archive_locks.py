@@ -13,15 +13,12 @@ from django.db.models import Max
 
 from dandizarr_server.zarr_api.exceptions import Conflict
 from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
+from dandizarr_server.zarr_api.selectors.lookups import require_draft
 
 
 def lock_archive(archive: ZarrArchive) -> ZarrArchive:
     """The archive's row, locked, for a change of its draft (Conflict for a version)."""
-    if archive.as_of is not None:
-        raise Conflict(
-            f"version {archive.as_of.number} of zarr archive {archive.zarr_id} is published "
-            f"and read-only; change the draft (zarr_id {archive.zarr_id}) instead"
-        )
+    require_draft(archive)
     return ZarrArchive.objects.select_for_update().select_related("dandiset").get(pk=archive.pk)
 
 

@@ -4,7 +4,7 @@ store keeps what the draft later replaces (object versioning), and FileHistory r
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Max
@@ -80,13 +80,7 @@ def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:
                 "checksum tree",
                 publish_possible_after=possible_after.isoformat(),
             )
-        now = timezone.now()
-        name = f"0.{now:%y%m%d.%H%M%S}"
-        suffix = 0
-        while Version.objects.filter(dandiset=dandiset, version=name).exists():
-            suffix += 1
-            name = f"0.{now:%y%m%d.%H%M%S}.{suffix}"
-        version = Version.objects.create(dandiset=dandiset, version=name)
+        version = Version.objects.create(dandiset=dandiset, version=next_version_name(dandiset))
         made = {archive.pk: archive_version_make(archive) for archive in archives}
         Asset.objects.bulk_create(
             Asset(
@@ -99,6 +93,18 @@ def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:
             for a in assets
         )
     return version
+
+
+def next_version_name(dandiset: Dandiset) -> str:
+    """The name of the dandiset's next published version, as the DANDI Archive names them:
+    ``0.YYMMDD.HHMM`` (UTC), the next free minute when that one is taken. Every DANDI client
+    parses a published version as three dot-separated numbers (a fourth part, as in
+    ``0.YYMMDD.HHMMSS.1``, it cannot). The caller holds the dandiset's row lock."""
+    taken = set(Version.objects.filter(dandiset=dandiset).values_list("version", flat=True))
+    moment = timezone.now()
+    while (name := f"0.{moment:%y%m%d.%H%M}") in taken:
+        moment += timedelta(minutes=1)
+    return name
 
 
 def archive_version_make(archive: ZarrArchive) -> ArchiveVersion:

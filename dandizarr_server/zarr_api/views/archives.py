@@ -22,6 +22,7 @@ from dandizarr_server.zarr_api.parsers.upload_batch import parse_upload_files
 from dandizarr_server.zarr_api.permissions import Requester, require_writer
 from dandizarr_server.zarr_api.selectors.lookups import (
     annotated_archive_get,
+    archive_for_write,
     archive_get,
     archives_annotated,
     batch_get,
@@ -104,7 +105,7 @@ class UploadView(APIView):
         responses={200: {"type": "array", "items": {"type": "object"}}},
     )
     def post(self, request: Request, zarr_id: str) -> Response:
-        archive = archive_get(zarr_id, request.user)
+        archive = archive_for_write(zarr_id, request.user)
         # Before the body is read: a stranger's 100,000-member body is never parsed.
         require_writer(request.user, archive.dandiset)
         if isinstance(request.data, dict):  # a pack batch (docs/sharded.md)
@@ -119,7 +120,7 @@ class UploadView(APIView):
         return _loose_files_request(batch_start, request, archive)
 
     def delete(self, request: Request, zarr_id: str) -> Response:
-        batch_cancel(user=request.user, archive=archive_get(zarr_id, request.user))
+        batch_cancel(user=request.user, archive=archive_for_write(zarr_id, request.user))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -162,7 +163,7 @@ class UploadAddView(APIView):
         responses={200: {"type": "array", "items": {"type": "object"}}},
     )
     def post(self, request: Request, zarr_id: str) -> Response:
-        archive = archive_get(zarr_id, request.user)
+        archive = archive_for_write(zarr_id, request.user)
         require_writer(request.user, archive.dandiset)  # before the body is read
         return _loose_files_request(batch_files_add, request, archive)
 
@@ -170,7 +171,7 @@ class UploadAddView(APIView):
 class UploadCompleteView(APIView):
     @extend_schema(request=None)
     def post(self, request: Request, zarr_id: str) -> Response:
-        batch = batch_complete(user=request.user, archive=archive_get(zarr_id, request.user))
+        batch = batch_complete(user=request.user, archive=archive_for_write(zarr_id, request.user))
         archive = annotated_archive_get(zarr_id, request.user)
         return Response(
             {
@@ -197,7 +198,9 @@ class PackView(APIView):
 
     @extend_schema(request=None, responses={202: ArchiveSerializer})
     def post(self, request: Request, zarr_id: str) -> Response:
-        archive_conversion_start(user=request.user, archive=archive_get(zarr_id, request.user))
+        archive_conversion_start(
+            user=request.user, archive=archive_for_write(zarr_id, request.user)
+        )
         return Response(
             ArchiveSerializer(annotated_archive_get(zarr_id, request.user)).data,
             status=status.HTTP_202_ACCEPTED,

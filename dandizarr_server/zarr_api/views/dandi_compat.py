@@ -36,7 +36,12 @@ from dandizarr_server.zarr_api.selectors.dandi import (
     version_metadata,
     version_summary,
 )
-from dandizarr_server.zarr_api.selectors.lookups import archive_get, asset_get, version_get
+from dandizarr_server.zarr_api.selectors.lookups import (
+    archive_for_write,
+    archive_get,
+    asset_get,
+    version_get,
+)
 from dandizarr_server.zarr_api.serializers import AssetSerializer
 from dandizarr_server.zarr_api.services.dandi_uploads import (
     dandi_files_delete,
@@ -152,7 +157,7 @@ class DandiFilesView(APIView):
         responses={200: {"type": "array", "items": {"type": "string"}}},
     )
     def post(self, request: Request, zarr_id: str) -> Response:
-        archive = archive_get(zarr_id, request.user)
+        archive = archive_for_write(zarr_id, request.user)
         require_writer(request.user, archive.dandiset)  # before the body is parsed
         files = parse_dandi_upload_files(request.data)
         targets = open_upload_add(user=request.user, archive=archive, files=files)
@@ -160,7 +165,7 @@ class DandiFilesView(APIView):
 
     @extend_schema(request={"application/json": {"type": "array", "items": {"type": "object"}}})
     def delete(self, request: Request, zarr_id: str) -> Response:
-        archive = archive_get(zarr_id, request.user)
+        archive = archive_for_write(zarr_id, request.user)
         require_writer(request.user, archive.dandiset)  # before the body is parsed
         dandi_files_delete(
             user=request.user, archive=archive, paths=parse_deleted_paths(request.data)
@@ -174,7 +179,7 @@ class FinalizeView(APIView):
 
     @extend_schema(request=None)
     def post(self, request: Request, zarr_id: str) -> Response:
-        done = upload_finalize(user=request.user, archive=archive_get(zarr_id, request.user))
+        done = upload_finalize(user=request.user, archive=archive_for_write(zarr_id, request.user))
         return Response(
             {
                 "batch": done.batch.pk if done.batch else None,

@@ -28,7 +28,7 @@ from dandizarr_server.zarr_api.selectors.archive_contents import (
     node_get,
 )
 from dandizarr_server.zarr_api.selectors.file_bytes import stored_bytes
-from dandizarr_server.zarr_api.selectors.lookups import archive_get
+from dandizarr_server.zarr_api.selectors.lookups import archive_for_write, archive_get
 from dandizarr_server.zarr_api.selectors.shard_members import (
     MemberLocation,
     member_location,
@@ -191,7 +191,7 @@ class FilesView(APIView):
             raise ValidationFailed(
                 f"DELETE takes the paths in the body, at /api/zarr/{zarr_id}/files/"
             )
-        archive = archive_get(zarr_id, request.user)
+        archive = archive_for_write(zarr_id, request.user)
         # Before the body is read: a stranger's body is never parsed.
         require_writer(request.user, archive.dandiset)
         files_delete(user=request.user, archive=archive, paths=parse_deleted_paths(request.data))

@@ -24,7 +24,11 @@ from dandizarr_server.zarr_api.selectors.archive_versions import (
     archive_versions,
     version_changes,
 )
-from dandizarr_server.zarr_api.selectors.lookups import archive_get, parse_row_id
+from dandizarr_server.zarr_api.selectors.lookups import (
+    archive_for_write,
+    archive_get,
+    parse_row_id,
+)
 from dandizarr_server.zarr_api.services.draft_reset import draft_reset
 from dandizarr_server.zarr_api.throttles import EXPENSIVE_READ_THROTTLES
 from dandizarr_server.zarr_api.views.paging import page_links
@@ -121,7 +125,8 @@ class DraftResetView(APIView):
     again (owners); 202 with the batches doing it."""
 
     def post(self, request: Request, zarr_id: str, number: str) -> Response:
-        archive = _draft_of(zarr_id, request)
+        # A write: through a version's id it is refused, as every write is.
+        archive = archive_for_write(zarr_id, request.user)
         require_writer(request.user, archive.dandiset)
         made = draft_reset(user=request.user, archive=archive, version=_version(archive, number))
         return Response(
