@@ -198,3 +198,36 @@ def test_cancel_and_sweep_abort_uploads_on_moto(owner: Actor, moto_archive: str)
 
 def test_cancel_and_sweep_abort_uploads_on_seaweedfs(owner: Actor, seaweedfs_archive: str) -> None:
     check_cancel_and_sweep_abort_uploads(owner, seaweedfs_archive)
+
+
+def check_a_resumed_file_keeps_its_parts(owner: Actor, zarr_id: str) -> None:
+    """Declared again with the same md5 and parts (a client resuming after a kill), a file keeps
+    its upload and the parts it sent; declared with other parts, its upload is replaced."""
+    [first] = start(owner.client, zarr_id, [declared("big", BIG)]).json()
+    put_parts(first, BIG, only={1, 2})
+    add = f"/api/zarr/{zarr_id}/upload/add/"
+    again = owner.client.post(add, [declared("big", BIG)], format="json")
+    assert again.status_code == 200, again.content
+    [resumed] = again.json()
+    assert MultipartUpload.objects.get().state == MultipartUpload.State.OPEN
+    put_parts(resumed, BIG, only={3})  # parts 1 and 2 are not sent again
+    assert owner.client.post(f"/api/zarr/{zarr_id}/upload/complete/").status_code == 200
+    other = os.urandom(len(BIG))
+    [entry] = start(owner.client, zarr_id, [declared("big", BIG)]).json()
+    put_parts(entry, BIG, only={1})
+    replaced = owner.client.post(add, [declared("big", other)], format="json").json()
+    assert len(list(get_store().list_multipart_uploads("zarr/"))) == 1  # the old one aborted
+    put_parts(replaced[0], other)
+    assert owner.client.post(f"/api/zarr/{zarr_id}/upload/complete/").status_code == 200
+    entry = owner.client.get(f"/api/zarr/{zarr_id}/files/big").json()
+    assert entry["digest"] == md5(other)
+
+
+def test_a_resumed_file_keeps_its_parts_on_moto(owner: Actor, moto_archive: str) -> None:
+    check_a_resumed_file_keeps_its_parts(owner, moto_archive)
+
+
+def test_a_resumed_file_keeps_its_parts_on_seaweedfs(
+    owner: Actor, seaweedfs_archive: str
+) -> None:
+    check_a_resumed_file_keeps_its_parts(owner, seaweedfs_archive)

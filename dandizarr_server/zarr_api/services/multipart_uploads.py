@@ -112,28 +112,35 @@ def multipart_uploads_open(
     archive: ZarrArchive, batch: Batch, files: Sequence[FileDeclaration]
 ) -> dict[str, PartTargets]:
     """Open a multipart upload per big file of ``batch`` (in the caller's transaction, under
-    its archive lock) and sign its part URLs. A path the batch was uploading in parts already
-    has that upload aborted once this commits. The uploads are opened in storage first (no row
-    can name one that does not exist); one the transaction then does not record is aborted by
-    the sweep (``abandoned_uploads_abort``)."""
+    its archive lock) and sign its part URLs. A path the batch is uploading in parts already
+    keeps its upload when declared again with the same md5 and parts (a client resuming: the
+    parts it sent stay, new URLs for the same upload); otherwise that upload is aborted once
+    this commits. The uploads are opened in storage first (no row can name one that does not
+    exist); one the transaction then does not record is aborted by the sweep
+    (``abandoned_uploads_abort``)."""
     big = multipart_files_check(files)
-    replaced = list(
+    held = list(
         MultipartUpload.objects.filter(
             batch=batch, path__in=[f.path for f in files], state=MultipartUpload.State.OPEN
         )
     )
+    declared = {f.path: (f.md5, f.size, list(f.part_md5s)) for f in big}
+    kept = [u for u in held if declared.get(u.path) == (u.md5, u.size, u.part_md5s)]
+    replaced = [u for u in held if u not in kept]
+    resumed = {u.path: _part_targets(u) for u in kept}
+    big = [f for f in big if f.path not in resumed]
     if replaced:
         MultipartUpload.objects.filter(pk__in=[u.pk for u in replaced]).update(
             state=MultipartUpload.State.ABORTED
         )
         transaction.on_commit(lambda: multipart_uploads_abort(replaced))
     if not big:
-        return {}
+        return resumed
     store = get_store()
     keys = [archive.storage_prefix + f.path for f in big]
     upload_ids = store.map_requests(store.create_multipart_upload, keys)
     try:
-        return _recorded_and_signed(archive, batch, big, keys, upload_ids)
+        return resumed | _recorded_and_signed(archive, batch, big, keys, upload_ids)
     except BaseException:
         # Nothing will complete them; were this process to die here instead, the sweep
         # (abandoned_uploads_abort) aborts them.
@@ -151,7 +158,6 @@ def _recorded_and_signed(
     keys: Sequence[str],
     upload_ids: Sequence[str],
 ) -> dict[str, PartTargets]:
-    store = get_store()
     rows = [
         MultipartUpload(
             archive=archive,
@@ -168,14 +174,17 @@ def _recorded_and_signed(
         for f, key, upload_id in zip(big, keys, upload_ids, strict=True)
     ]
     MultipartUpload.objects.bulk_create(rows)
-    expires_in = settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS
-    return {
-        row.path: PartTargets(
-            row.part_size,
-            store.presigned_part_urls(row.key, row.upload_id, row.part_md5s, expires_in=expires_in),
-        )
-        for row in rows
-    }
+    return {row.path: _part_targets(row) for row in rows}
+
+
+def _part_targets(upload: MultipartUpload) -> PartTargets:
+    urls = get_store().presigned_part_urls(
+        upload.key,
+        upload.upload_id,
+        upload.part_md5s,
+        expires_in=settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS,
+    )
+    return PartTargets(upload.part_size, urls)
 
 
 def multipart_uploads_abort(uploads: Sequence[MultipartUpload]) -> None:
