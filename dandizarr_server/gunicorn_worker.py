@@ -80,8 +80,11 @@ class ClientTooSlow(BadRequest):
     the body (it would turn an ``OSError`` into ``UnreadablePostError``, a 500)."""
 
 
-def error_reply(status: int, reason: str, detail: str) -> bytes:
-    body = json.dumps({"detail": detail}).encode()
+def error_reply(status: int, reason: str, detail: str, *, code: str) -> bytes:
+    """A whole HTTP answer, its body shaped as every error of the service is (``detail`` and
+    ``code``: zarr_api.exceptions.error_body, which this module does not import: gunicorn's
+    master loads it before Django is set up)."""
+    body = json.dumps({"detail": detail, "code": code}).encode()
     return (
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -279,7 +282,10 @@ class HeadFirstThreadWorker(ThreadWorker):
         end = conn.head.find(HEAD_END, searched_from)
         if (end < 0 and len(conn.head) > MAX_HEAD_BYTES) or end + len(HEAD_END) > MAX_HEAD_BYTES:
             detail = f"the request head is larger than {MAX_HEAD_BYTES} bytes"
-            self.refuse(conn, error_reply(431, "Request Header Fields Too Large", detail))
+            reply = error_reply(
+                431, "Request Header Fields Too Large", detail, code="request_head_too_large"
+            )
+            self.refuse(conn, reply)
             return
         if end < 0:
             return
@@ -300,7 +306,7 @@ class HeadFirstThreadWorker(ThreadWorker):
             if deadline > now:
                 return
             detail = f"the request head did not arrive within {self.header_timeout:g} s"
-            self.refuse(conn, error_reply(408, "Request Timeout", detail))
+            self.refuse(conn, error_reply(408, "Request Timeout", detail, code="request_timeout"))
 
     def forget_head(self, conn: PacedConnection) -> None:
         del self.heads[conn]

@@ -8,6 +8,9 @@ from dandizarr_server.zarr_api.views import health
 
 # An exception no view handled (one in a middleware, say): 503 when a backing service is down.
 handler500 = "dandizarr_server.zarr_api.views.server_errors.server_error"
+# No route matched, a request refused before a view: JSON with a code on the API's routes.
+handler404 = "dandizarr_server.zarr_api.views.server_errors.not_found"
+handler400 = "dandizarr_server.zarr_api.views.server_errors.bad_request"
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponseBase
+
+from dandizarr_server.zarr_api.exceptions import error_response
 
 # What the user-content host serves: the local backend's storage URLs, the archive as HTTP.
 USER_CONTENT_PATHS = ("/storage/", "/zarr/")
@@ -26,8 +28,9 @@ class UserContentHostMiddleware:
         host = request.get_host().rsplit(":", 1)[0].strip("[]").lower()
         on_user_content_host = host == settings.USER_CONTENT_HOST.lower()
         if on_user_content_host and not request.path.startswith(USER_CONTENT_PATHS):
-            return JsonResponse(
-                {"detail": f"{request.path} is not served on the user-content host {host}"},
-                status=404,
+            return error_response(
+                404,
+                f"{request.path} is not served on the user-content host {host}",
+                code="not_found",
             )
         return self.get_response(request)

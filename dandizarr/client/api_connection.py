@@ -26,12 +26,15 @@ from requests.adapters import HTTPAdapter
 
 from dandizarr import __version__
 from dandizarr.client.errors import (
+    OPEN_BATCH_EXISTS,
     ApiError,
     AuthenticationError,
     BatchConflict,
     ClientError,
+    Conflict,
     NotFound,
     PermissionDenied,
+    code_of,
 )
 from dandizarr.client.models import ServiceInfo
 from dandizarr.client.progress import Progress
@@ -65,6 +68,12 @@ def _body(response: requests.Response) -> Any:
     except ValueError:
         text = response.text.strip()
         return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def _conflict_class(body: Any) -> type[Conflict]:
+    """A 409 is an open batch when its code says so; from a server older than codes (no code),
+    the status alone decides, as it did then: any 409 is one."""
+    return BatchConflict if code_of(body) in (OPEN_BATCH_EXISTS, None) else Conflict
 
 
 def poll_until(
@@ -196,22 +205,20 @@ class ApiConnection:
         detail = body.get("detail") if isinstance(body, dict) else body
         where = f"{method} {url.removeprefix(self.server)}"
         if status == 401:
-            hint = (
-                "check --token / DANDIZARR_TOKEN"
-                if self.token
-                else "give a token with --token or DANDIZARR_TOKEN"
-            )
+            hint = "check the token" if self.token else "no token was given"
             return AuthenticationError(
                 f"the server at {self.server} rejected the credentials ({detail}); {hint}",
                 status=status,
                 method=method,
                 url=url,
                 body=body,
+                server=self.server,
+                token_given=bool(self.token),
             )
         classes: dict[int, type[ApiError]] = {
             403: PermissionDenied,
             404: NotFound,
-            409: BatchConflict,
+            409: _conflict_class(body),
         }
         error_class = classes.get(status, ApiError)
         message = f"{where}: {final_status_message(status, str(detail))}"

@@ -11,18 +11,26 @@ from typing import Any, TypeVar
 import requests
 
 from dandizarr.client.api import ApiClient
-from dandizarr.client.errors import ApiError, BatchConflict, ClientError, NotFound
+from dandizarr.client.errors import (
+    NO_OPEN_BATCH,
+    ApiError,
+    BatchConflict,
+    ClientError,
+    Conflict,
+    NotFound,
+    OpenBatchLeft,
+)
 from dandizarr.client.journal import BatchJournal
 from dandizarr.client.progress import Progress
 
 _Started = TypeVar("_Started")
 
 
-def _raise_unless_open_batch(error: BatchConflict) -> None:
-    """A 409 for another reason than an open batch (a loose archive refusing shards, a
-    conversion into shards running) is told as the server says it."""
-    if "batch" not in error.detail:
-        raise ClientError(f"the server refused the batch: {error.detail}") from None
+def _raise_unless_no_open_batch(error: NotFound) -> None:
+    """A 404 completing or cancelling a batch means it is closed already (an earlier try's
+    answer was lost), unless its code says something else is missing (the archive)."""
+    if error.code not in (NO_OPEN_BATCH, None):
+        raise error
 
 
 def _named(item: Any) -> str:
@@ -67,7 +75,8 @@ class BatchSession:
             self.progress.message("finishing this machine's batch left open by an earlier run")
             try:
                 response = self.client.complete_batch(self.zarr_id)
-            except NotFound:
+            except NotFound as error:
+                _raise_unless_no_open_batch(error)
                 response = None
             if response is not None and response.status_code != 200:
                 self.progress.message("  its files are not all there; cancelling it")
@@ -80,15 +89,7 @@ class BatchSession:
             self.progress.message("cancelling the batch another client left open")
             self.client.cancel_batch(self.zarr_id)
             return
-        raise BatchConflict(
-            f"zarr archive {self.zarr_id} has an upload batch open that this machine did not "
-            "start (another upload is running, or one was interrupted elsewhere). Wait for it "
-            "to finish, or rerun with --cancel-open-batch to cancel it (which deletes the files "
-            "it uploaded).",
-            status=409,
-            method="GET",
-            url=self._upload_url(),
-        )
+        raise OpenBatchLeft(self.zarr_id, url=self._upload_url())
 
     def _wait_for_leftover_pack(self, response: requests.Response) -> None:
         """A pack batch completed on resume is applied by the server's worker: wait for it,
@@ -115,9 +116,10 @@ class BatchSession:
         """Open our batch by calling ``post`` (the client's POST of a loose or a pack batch),
         noted in the journal first.
 
-        A 409 is another client's open batch, unless the POST was retried: then our first
-        try opened the batch and its answer was lost, so it is cancelled and posted again. A
-        400 naming paths is told with them.
+        A 409 open batch (``BatchConflict``) is another client's, unless the POST was retried:
+        then our first try opened the batch and its answer was lost, so it is cancelled and
+        posted again. A 409 for another reason (a loose archive refusing shards, a conversion
+        into shards running) is told as the server says it, and a 400 naming paths with them.
         """
         self.journal.record(files)
         retries_before = self.client.retries.count
@@ -126,16 +128,19 @@ class BatchSession:
         except BatchConflict as error:
             if self.client.retries.count == retries_before:
                 self.journal.clear()
-                _raise_unless_open_batch(error)
                 raise BatchConflict(
                     f"another upload batch was opened on zarr archive {self.zarr_id} while this "
                     "upload was running; another client is uploading to it",
                     status=409,
                     method="POST",
                     url=self._upload_url(),
+                    body=error.body,
                 ) from None
             self.client.cancel_batch(self.zarr_id)
             started = post()
+        except Conflict as error:
+            self.journal.clear()
+            raise ClientError(f"the server refused the {kind}: {error.detail}") from None
         except ApiError as error:
             self.journal.clear()
             named = error.body.get("paths") if isinstance(error.body, dict) else None
@@ -159,7 +164,8 @@ class BatchSession:
         for attempt in range(2):
             try:
                 response: requests.Response | None = self.client.complete_batch(self.zarr_id)
-            except NotFound:
+            except NotFound as error:
+                _raise_unless_no_open_batch(error)
                 response = None
             if response is None or response.status_code == 200:
                 self.closed()

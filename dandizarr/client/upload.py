@@ -31,7 +31,7 @@ from dandizarr.checksums.local import iter_local_files, iter_local_paths
 from dandizarr.client.api import ApiClient
 from dandizarr.client.batch_session import BatchSession
 from dandizarr.client.digests import tree_checksum
-from dandizarr.client.errors import ApiError, ClientError
+from dandizarr.client.errors import ApiError, ArchiveNotSharded, ClientError, TokenRequired
 from dandizarr.client.loose_batches import GrowthLimits, LooseBatchSender, NotTaken
 from dandizarr.client.models import Archive, ServiceInfo
 from dandizarr.client.pack_batches import PackBatchSender
@@ -82,7 +82,7 @@ class Uploader:
         if not self.root.is_dir():
             raise ClientError(f"{self.root} is not a directory")
         if not self.client.token:
-            raise ClientError("uploading needs an API token: give --token or set DANDIZARR_TOKEN")
+            raise TokenRequired("uploading needs an API token")
         info = self.client.info()
         self.archive = self._resolve_archive()
         self.result.zarr_id, self.result.name = self.archive.zarr_id, self.archive.name
@@ -159,7 +159,7 @@ class Uploader:
                 )
         else:
             if not options.dandiset:
-                raise ClientError("give --dandiset (and optionally --name), or --zarr-id")
+                raise ClientError("give a dandiset (and optionally a name), or a zarr_id")
             self.client.get_dandiset(options.dandiset)  # "does not exist" before anything else
             name = options.name or self.root.resolve().name
             found = self.client.find_archive(options.dandiset, name)
@@ -182,11 +182,7 @@ class Uploader:
                 "published); it cannot be changed"
             )
         if options.pack and archive.layout != "sharded":
-            raise ClientError(
-                f"zarr archive {archive.zarr_id} is {archive.layout}: --pack needs a sharded "
-                "archive (one created by an upload with --pack, or converted with POST pack/); "
-                "upload without --pack, or into a new archive"
-            )
+            raise ArchiveNotSharded(archive.zarr_id, archive.layout)
         return archive
 
     def _verify(self, hashed: LocalListing, kept: RemoteListing | None) -> None:

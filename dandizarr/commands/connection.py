@@ -74,9 +74,10 @@ def make_progress(args: argparse.Namespace, description: str) -> Progress:
 
 @contextmanager
 def client_errors() -> Iterator[None]:
-    """Client errors become ``dandizarr: <message>``; SIGTERM unwinds like Ctrl-C, so an
-    open batch is cancelled on the way out."""
+    """Client errors become ``dandizarr: <message>`` (naming the flags that remedy them);
+    SIGTERM unwinds like Ctrl-C, so an open batch is cancelled on the way out."""
     from dandizarr.client.errors import ClientError
+    from dandizarr.commands.client_messages import command_line_message
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
@@ -85,7 +86,7 @@ def client_errors() -> Iterator[None]:
     try:
         yield
     except ClientError as error:
-        raise CommandError(str(error)) from error
+        raise CommandError(command_line_message(error)) from error
     finally:
         signal.signal(signal.SIGTERM, previous)
 

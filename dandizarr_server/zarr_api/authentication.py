@@ -22,6 +22,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.throttling import AnonRateThrottle
 
+from dandizarr_server.zarr_api.exceptions import error_response
 from dandizarr_server.zarr_api.throttles import LiveRate
 
 
@@ -59,9 +60,10 @@ class TokenFailureThrottle(LiveRate, AnonRateThrottle):
 
 def _locked_out(wait: float) -> JsonResponse:
     seconds = max(1, math.ceil(wait))
-    response = JsonResponse(
-        {"detail": f"too many invalid tokens from this address; try again in {seconds} s"},
-        status=429,
+    response = error_response(
+        429,
+        f"too many invalid tokens from this address; try again in {seconds} s",
+        code="throttled",
     )
     response["Retry-After"] = str(seconds)
     return response
@@ -80,7 +82,7 @@ class TokenUserMiddleware:
                 found = TokenAuthentication().authenticate(request)  # type: ignore[arg-type]
             except AuthenticationFailed as error:
                 failures.record(request)
-                refused = JsonResponse({"detail": str(error.detail)}, status=401)
+                refused = error_response(401, str(error.detail), code="authentication_failed")
                 refused["WWW-Authenticate"] = "Token"
                 return refused
             if found is not None:

@@ -28,6 +28,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, BaseThrottle, UserRateThrottle
 
 from dandizarr_server.client_address import client_address
+from dandizarr_server.zarr_api.exceptions import error_response
 
 
 class LiveRate:
@@ -78,9 +79,10 @@ def expensive_read_throttles(request: HttpRequest, expensive: bool) -> list[Base
 
 def too_many_requests(wait: float | None) -> JsonResponse:
     seconds = max(1, math.ceil(wait or 1))
-    response = JsonResponse(
-        {"detail": f"too many requests for this expensive read; try again in {seconds} s"},
-        status=429,
+    response = error_response(
+        429,
+        f"too many requests for this expensive read; try again in {seconds} s",
+        code="throttled",
     )
     response["Retry-After"] = str(seconds)
     return response

@@ -137,7 +137,7 @@ def test_client_maps_statuses_to_errors_with_readable_messages(
     with pytest.raises(AuthenticationError) as auth:
         client.get_json("/api/info/")
     assert "rejected the credentials (Invalid token.)" in str(auth.value)
-    assert "DANDIZARR_TOKEN" in str(auth.value)
+    assert "check the token" in str(auth.value) and auth.value.token_given
     assert server.seen[0].headers["Authorization"] == "Token wrong-token"
     with pytest.raises(NotFound, match="zarr archive abc does not exist"):
         client.get_archive("abc")

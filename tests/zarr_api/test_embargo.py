@@ -44,11 +44,8 @@ def test_created_private_and_released_by_its_owner(
     # As for a dandiset that does not exist: sign in (the DANDI client's cue), or not found.
     hidden = anonymous.get(f"/api/dandisets/{identifier}/")
     assert hidden.status_code == 401
-    assert hidden.json() == {
-        "detail": anonymous.get("/api/dandisets/999999/")
-        .json()["detail"]
-        .replace("999999", identifier)
-    }
+    absent = anonymous.get("/api/dandisets/999999/").json()
+    assert hidden.json() == {**absent, "detail": absent["detail"].replace("999999", identifier)}
     assert stranger.client.get(f"/api/dandisets/{identifier}/").status_code == 404
     assert anonymous.get(f"/zarr/{zarr_id}/x").status_code == 404
     versions = owner.client.get(f"/api/dandisets/{identifier}/versions/draft/info/").json()

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from django.contrib.auth.models import User
@@ -28,6 +27,7 @@ from dandizarr_server.zarr_api.models import Batch
 from dandizarr_server.zarr_api.tasks import resume_stalled_tree_updates
 from tests.support.api import Actor, upload
 from tests.support.celery_worker import _drop_celery_caches
+from tests.support.database import another_connection
 from tests.support.processes import free_port
 from tests.support.tree_check import assert_tree_matches_storage
 
@@ -72,7 +72,10 @@ def test_an_unavailable_backing_service_is_503_with_retry_after(error: Exception
 
 
 def test_other_errors_keep_their_answers() -> None:
-    assert answer(NotFound("no such thing"))[:2] == (404, {"detail": "no such thing"})
+    assert answer(NotFound("no such thing"))[:2] == (
+        404,
+        {"detail": "no such thing", "code": "not_found"},
+    )
     assert answer(NotAuthenticated())[0] == 401
     # A request S3 refuses (4xx) is no outage.
     assert exception_handler(wrapped(s3_error(403, "AccessDenied")), {}) is None
@@ -113,18 +116,6 @@ def test_a_batch_completed_while_the_broker_is_down_is_applied_by_the_resume_tas
     assert_tree_matches_storage(zarr_id)
 
 
-def another_connection(*, autocommit: bool = False) -> psycopg.Connection[Any]:
-    """A connection of its own to the test database (another client of PostgreSQL)."""
-    database = connection.settings_dict
-    return psycopg.connect(
-        host=database["HOST"] or "127.0.0.1",
-        port=database["PORT"] or 5432,
-        user=database["USER"] or "postgres",
-        dbname=database["NAME"],
-        autocommit=autocommit,
-    )
-
-
 def test_a_connection_the_database_cut_is_replaced_before_reuse(transactional_db: None) -> None:
     assert User.objects.count() == 0
     backend_pid = connection.connection.info.backend_pid
@@ -151,7 +142,10 @@ def test_the_database_failing_in_a_middleware_is_503_not_a_500_page(
             cursor.execute("SET statement_timeout = 200")
         response = client.get("/api/dandisets/", HTTP_AUTHORIZATION=f"Token {token.key}")
     assert response.status_code == 503, response.content
-    assert response.json() == {"detail": "the service's database is unavailable; try again shortly"}
+    assert response.json() == {
+        "detail": "the service's database is unavailable; try again shortly",
+        "code": "service_unavailable",
+    }
     assert response["Retry-After"] == "5"
     # Nothing was changed by the refused request: the same one succeeds once the lock is gone.
     with connection.cursor() as cursor:

@@ -15,7 +15,12 @@ from django.views.decorators.http import require_safe
 
 from dandizarr.objectstore import ObjectStoreError
 from dandizarr.objectstore.user_bytes import INERT_HEADERS
-from dandizarr_server.zarr_api.exceptions import DomainError, NotFound, ValidationFailed
+from dandizarr_server.zarr_api.exceptions import (
+    DomainError,
+    NotFound,
+    ValidationFailed,
+    error_response,
+)
 from dandizarr_server.zarr_api.pages import ome, preview, reads
 from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
 from dandizarr_server.zarr_api.parsers.paging import positive_int
@@ -181,7 +186,7 @@ def ome_summary(request: HttpRequest, zarr_id: str) -> HttpResponse:
         archive = archive_get(zarr_id, request.user)
         return JsonResponse(ome.ome_json(archive, zarr_base_url(request, archive)))
     except DomainError as error:  # NotFound, SignInRequired: the permission rule's answers
-        return JsonResponse({"detail": error.message}, status=error.status_code)
+        return JsonResponse(error.body, status=error.status_code)
     except RendererBusy as busy:
         return _unavailable(str(busy), busy.retry_after)
     except ObjectStoreError as error:
@@ -219,6 +224,6 @@ def preview_png(request: HttpRequest, zarr_id: str) -> HttpResponse:
 
 
 def _unavailable(detail: str, retry_after: int) -> HttpResponse:
-    response = JsonResponse({"detail": detail}, status=503)
+    response = error_response(503, detail, code="service_unavailable")
     response["Retry-After"] = str(retry_after)
     return response

@@ -41,7 +41,8 @@ def asset_create(
             return Asset.objects.create(version=draft, path=path, zarr=archive, metadata=metadata)
     except IntegrityError as error:
         raise Conflict(
-            f"the draft of {dandiset.identifier} already has an asset at {path!r}"
+            f"the draft of {dandiset.identifier} already has an asset at {path!r}",
+            code="asset_exists",
         ) from error
 
 
@@ -63,7 +64,9 @@ def asset_update(
         with transaction.atomic():
             asset.save()
     except IntegrityError as error:
-        raise Conflict(f"the draft already has an asset at {path!r}") from error
+        raise Conflict(
+            f"the draft already has an asset at {path!r}", code="asset_exists"
+        ) from error
     return asset
 
 

@@ -196,5 +196,6 @@ def batch_endings_settle(archive: ZarrArchive) -> None:
                 raise  # 503 with Retry-After: the client repeats its request
             raise Conflict(
                 f"zarr archive {archive.zarr_id} is finishing the {state} of batch {batch_pk} "
-                f"and it failed ({type(error).__name__}); try again in a minute"
+                f"and it failed ({type(error).__name__}); try again in a minute",
+                code="batch_ending_failed",
             ) from error

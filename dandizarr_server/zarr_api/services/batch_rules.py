@@ -65,12 +65,14 @@ def open_batch_create(
     if kind == Batch.Kind.PACK and archive.layout != ZarrArchive.Layout.SHARDED:
         raise Conflict(
             f"zarr archive {archive.zarr_id} is loose; shards can only be uploaded into an "
-            'archive created with "layout": "sharded" (or converted with POST pack/)'
+            'archive created with "layout": "sharded" (or converted with POST pack/)',
+            code="archive_not_sharded",
         )
     if has_open_batch(archive):
         raise Conflict(
             f"zarr archive {archive.zarr_id} already has an upload batch in progress; "
-            "complete or cancel it first"
+            "complete or cancel it first",
+            code="open_batch_exists",
         )
     batch_endings_settle(archive)
     check_file_directory_clashes(paths, archive_snapshot(archive, cached=True))
@@ -88,7 +90,8 @@ def open_batch_create(
         return created
     except IntegrityError as error:  # the unique constraint caught a concurrent start
         raise Conflict(
-            f"zarr archive {archive.zarr_id} already has an upload batch in progress"
+            f"zarr archive {archive.zarr_id} already has an upload batch in progress",
+            code="open_batch_exists",
         ) from error
 
 
@@ -111,7 +114,8 @@ def open_batch_join(
     if held + len(added) > limit:
         raise ValidationFailed(
             f"the batch would hold {held + len(added)} files; at most {limit} are allowed "
-            "before it is completed"
+            "before it is completed",
+            code="batch_too_large",
         )
     check_file_directory_clashes(added, archive_snapshot(archive, cached=True))
     # Against the batch (while it is open no other batch commits, so what it holds was
@@ -187,7 +191,10 @@ def open_batch_find(archive: ZarrArchive) -> Batch | None:
 def open_batch_get(archive: ZarrArchive) -> Batch:
     batch = open_batch_find(archive)
     if batch is None:
-        raise NotFound(f"zarr archive {archive.zarr_id} has no upload batch in progress")
+        raise NotFound(
+            f"zarr archive {archive.zarr_id} has no upload batch in progress",
+            code="no_open_batch",
+        )
     return batch
 
 
@@ -211,6 +218,7 @@ class Verification:
         raise ValidationFailed(
             "the batch is not complete: " + "; ".join(parts) + ". Upload them again and "
             "complete again, or cancel the batch",
+            code="batch_incomplete",
             verified=False,
             missing=self.missing,
             mismatched=self.mismatched,

@@ -44,13 +44,19 @@ def archive_conversion_start(*, user: Requester, archive: ZarrArchive) -> ZarrAr
         archive = lock_archive(archive)
         require_writer(user, archive.dandiset)
         if archive.packing:
-            raise Conflict(f"zarr archive {archive.zarr_id} is already being packed")
-        if Batch.objects.filter(
-            archive=archive, state__in=[Batch.State.OPEN, Batch.State.PENDING]
-        ).exists():
+            raise Conflict(
+                f"zarr archive {archive.zarr_id} is already being packed", code="archive_packing"
+            )
+        busy = set(
+            Batch.objects.filter(
+                archive=archive, state__in=[Batch.State.OPEN, Batch.State.PENDING]
+            ).values_list("state", flat=True)
+        )
+        if busy:
             raise Conflict(
                 f"zarr archive {archive.zarr_id} has an upload in progress or checksums pending; "
-                "pack it once its upload is done and checksum_status is complete"
+                "pack it once its upload is done and checksum_status is complete",
+                code="open_batch_exists" if Batch.State.OPEN in busy else "batch_pending",
             )
         archive.layout = ZarrArchive.Layout.SHARDED
         archive.packing = True

@@ -58,7 +58,8 @@ def _require_open_upload(archive: ZarrArchive, batch: Batch) -> None:
     if batch.kind != Batch.Kind.UPLOAD or batch.note != OPEN_UPLOAD_NOTE:
         raise Conflict(
             f"zarr archive {archive.zarr_id} has an upload batch in progress (POST upload/); "
-            "complete or cancel it first"
+            "complete or cancel it first",
+            code="open_batch_exists",
         )
 
 
@@ -101,7 +102,10 @@ def dandi_files_delete(*, user: Requester, archive: ZarrArchive, paths: Sequence
         archive = lock_archive(archive)
         batch = _open_batch(archive)
         if batch is None or batch.note != OPEN_UPLOAD_NOTE:
-            raise Conflict(f"zarr archive {archive.zarr_id}: its open upload ended meanwhile")
+            raise Conflict(
+                f"zarr archive {archive.zarr_id}: its open upload ended meanwhile",
+                code="batch_ended",
+            )
         require_writer(user, archive.dandiset)
         in_batch = set(batch.files.filter(path__in=list(paths)).values_list("path", flat=True))
         state = archive_snapshot(archive).files_state(paths)

@@ -34,7 +34,8 @@ def files_delete(*, user: Requester, archive: ZarrArchive, paths: Sequence[str])
         if has_open_batch(archive):
             raise Conflict(
                 f"zarr archive {archive.zarr_id} has an upload batch in progress; complete or "
-                "cancel it before deleting files"
+                "cancel it before deleting files",
+                code="open_batch_exists",
             )
         batch_endings_settle(archive)
         state = archive_snapshot(archive).files_state(paths)

@@ -54,13 +54,15 @@ def draft_reset(*, user: Requester, archive: ZarrArchive, version: ArchiveVersio
         if has_open_batch(archive):
             raise Conflict(
                 f"zarr archive {archive.zarr_id} has an upload batch in progress; complete or "
-                "cancel it before resetting the draft"
+                "cancel it before resetting the draft",
+                code="open_batch_exists",
             )
         batch_endings_settle(archive)
         if Batch.objects.filter(archive=archive, state__in=CHANGING_STATES).exists():
             raise Conflict(
                 f"zarr archive {archive.zarr_id} has checksum updates pending; reset once its "
-                "checksum_status is complete"
+                "checksum_status is complete",
+                code="batch_pending",
             )
         changes = version_changes(archive, version, None)
         tree = version_tree(archive, version)

@@ -42,7 +42,8 @@ def embargo_release(*, user: Requester, dandiset: Dandiset) -> Dandiset:
         locked = Dandiset.objects.select_for_update().get(pk=dandiset.pk)
         if locked.embargo_status != Dandiset.EmbargoStatus.EMBARGOED:
             raise Conflict(
-                f"dandiset {locked.identifier} is not embargoed ({locked.embargo_status})"
+                f"dandiset {locked.identifier} is not embargoed ({locked.embargo_status})",
+                code="dandiset_not_embargoed",
             )
         open_upload = (
             Batch.objects.filter(archive__dandiset=locked, state=Batch.State.OPEN)
@@ -52,7 +53,8 @@ def embargo_release(*, user: Requester, dandiset: Dandiset) -> Dandiset:
         if open_upload is not None:
             raise Conflict(
                 f"dandiset {locked.identifier} has an upload in progress in zarr archive "
-                f"{open_upload.archive.zarr_id}: complete or cancel it, then release"
+                f"{open_upload.archive.zarr_id}: complete or cancel it, then release",
+                code="open_batch_exists",
             )
         locked.embargo_status = Dandiset.EmbargoStatus.UNEMBARGOING
         locked.save(update_fields=["embargo_status"])

@@ -89,12 +89,14 @@ def batch_files_add(
         if batch.kind != Batch.Kind.UPLOAD or batch.note == OPEN_UPLOAD_NOTE:
             raise Conflict(
                 f"zarr archive {archive.zarr_id}: files can only be added to a batch of files "
-                f"started with POST upload/ (batch {batch.pk} is not one)"
+                f"started with POST upload/ (batch {batch.pk} is not one)",
+                code="batch_wrong_kind",
             )
         if recorded_user(user) != batch.user:
             raise Conflict(
                 f"zarr archive {archive.zarr_id}: batch {batch.pk} is another client's upload; "
-                "files can only be added to your own"
+                "files can only be added to your own",
+                code="batch_not_yours",
             )
         open_batch_join(user=user, archive=archive, batch=batch, files=files)
         return upload_targets(archive, batch, files, acl)

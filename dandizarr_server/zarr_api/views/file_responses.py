@@ -11,7 +11,6 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseBase,
-    JsonResponse,
     StreamingHttpResponse,
 )
 from django.utils.http import http_date
@@ -20,7 +19,7 @@ from dandizarr.objectstore import ObjectNotFound
 from dandizarr.objectstore.base import strip_etag
 from dandizarr.objectstore.user_bytes import user_bytes_headers
 from dandizarr_server.zarr_api.byte_ranges import Unsatisfiable, parse_range
-from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.exceptions import NotFound, error_response
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.selectors.file_bytes import StoredBytes, stored_bytes
 from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, iter_member_bytes
@@ -43,7 +42,9 @@ def file_response(
         "Accept-Ranges": "bytes",
     }
     if (wanted := request.headers.get("If-Match")) and not _etag_listed(wanted, stored.md5):
-        return JsonResponse({"detail": "the file's ETag is not listed in If-Match"}, status=412)
+        return error_response(
+            412, "the file's ETag is not listed in If-Match", code="precondition_failed"
+        )
     if (cached := request.headers.get("If-None-Match")) and _etag_listed(cached, stored.md5):
         return HttpResponse(status=304, headers=headers)
     header = request.headers.get("Range")
@@ -52,7 +53,9 @@ def file_response(
     try:
         byte_range = parse_range(header, stored.size)
     except Unsatisfiable:
-        unsatisfiable = JsonResponse({"detail": f"range {header!r} is not satisfiable"}, status=416)
+        unsatisfiable = error_response(
+            416, f"range {header!r} is not satisfiable", code="range_not_satisfiable"
+        )
         unsatisfiable["Content-Range"] = f"bytes */{stored.size}"
         return unsatisfiable
     begin, stop = byte_range or (0, stored.size)

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_safe
 from django_prometheus.exports import ExportToDjangoView
 
 from dandizarr_server.client_address import client_address
+from dandizarr_server.zarr_api.exceptions import error_response
 from dandizarr_server.zarr_api.selectors.readiness import CHECKS, dependencies_down
 
 
@@ -28,7 +29,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 def readyz(request: HttpRequest) -> JsonResponse:
     down = dependencies_down()
     if down:
-        return JsonResponse({"detail": "not ready: " + "; ".join(down)}, status=503)
+        return error_response(503, "not ready: " + "; ".join(down), code="not_ready")
     return JsonResponse({"status": "ready", "checked": list(CHECKS)})
 
 
@@ -51,6 +52,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
     """django-prometheus's export (every process's metrics when PROMETHEUS_MULTIPROC_DIR is
     set, as under several gunicorn workers), for those allowed."""
     if not _may_read_metrics(request):
-        return JsonResponse({"detail": "not found"}, status=404)
+        return error_response(404, "not found", code="not_found")
     response: HttpResponse = ExportToDjangoView(request)
     return response

@@ -30,7 +30,12 @@ from dandizarr.objectstore.user_bytes import (
     content_type,
 )
 from dandizarr_server.zarr_api.authentication import is_authenticated
-from dandizarr_server.zarr_api.exceptions import DomainError, NotFound, ValidationFailed
+from dandizarr_server.zarr_api.exceptions import (
+    DomainError,
+    NotFound,
+    ValidationFailed,
+    error_response,
+)
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.paths import directory_problem, path_problem
 from dandizarr_server.zarr_api.selectors import manifest
@@ -48,8 +53,8 @@ View = Callable[..., HttpResponseBase]
 
 
 def read_only(view: View) -> View:
-    """OPTIONS preflight, 405 for writes, ``{"detail"}`` errors; CORS headers on every answer
-    (a 404 must reach a browser reader too: it means "fill value")."""
+    """OPTIONS preflight, 405 for writes, ``{"detail", "code"}`` errors; CORS headers on every
+    answer (a 404 must reach a browser reader too: it means "fill value")."""
 
     @functools.wraps(view)
     def wrapped(request: HttpRequest, *args: str, **kwargs: str) -> HttpResponseBase:
@@ -61,15 +66,15 @@ def read_only(view: View) -> View:
             response["Access-Control-Max-Age"] = "86400"
             response["Allow"] = METHODS
         elif request.method not in ("GET", "HEAD"):
-            response = JsonResponse({"detail": f"{request.method} is not allowed"}, status=405)
+            response = error_response(
+                405, f"{request.method} is not allowed", code="method_not_allowed"
+            )
             response["Allow"] = METHODS
         else:
             try:
                 response = view(request, *args, **kwargs)
             except DomainError as error:
-                response = JsonResponse(
-                    {"detail": error.message, **error.extra}, status=error.status_code
-                )
+                response = JsonResponse(error.body, status=error.status_code)
         # Any origin may read what anyone may read; an answer to credentials (the only way to
         # a private archive) is for that reader alone (dandizarr_server.zarr_api.authentication).
         if not is_authenticated(request):
