@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from io import StringIO
 
+import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from dandizarr.objectstore import ObjectInfo
 from dandizarr_server.zarr_api import tasks
+from dandizarr_server.zarr_api.exceptions import Conflict
 from dandizarr_server.zarr_api.keys import checksum_key
-from dandizarr_server.zarr_api.models import Batch, ZarrArchive
-from dandizarr_server.zarr_api.services.audit import archive_audit
+from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
+from dandizarr_server.zarr_api.services.audit import AUDIT_ATTEMPTS, archive_audit
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, upload
+from tests.support.database import another_connection
 from tests.support.tree_check import assert_tree_matches_storage
 
 
@@ -61,3 +66,106 @@ def test_stale_open_batches_are_cancelled(owner: Actor, zarr_id: str, settings) 
     assert batch.state == "cancelled" and "stale" in batch.note
     assert owner.client.get(f"/api/zarr/{zarr_id}/upload/").status_code == 404
     assert_tree_matches_storage(zarr_id)
+
+
+# A change made meanwhile waits this long for a row lock the audit might hold, then fails (the
+# audit held its locks over the listing: the change would wait for the listing it runs in).
+WAIT_FOR_A_LOCK = "SET lock_timeout = '5s'"
+
+
+# The tests below act from another connection while the audit runs: they commit their rows
+# (transactional_db) so that connection sees them.
+
+
+def _during_listings(
+    monkeypatch: pytest.MonkeyPatch, archive: ZarrArchive, meanwhile: Callable[[int], None]
+) -> list[str]:
+    """Run ``meanwhile(n)`` as the audit's n-th listing of the archive's files starts (the
+    report's); returns the prefixes listed."""
+    store = get_store()
+    listing = store.list_ordered
+    listed: list[str] = []
+
+    def list_ordered(prefix: str = "") -> Iterator[ObjectInfo]:
+        listed.append(prefix)
+        if prefix == archive.storage_prefix:
+            meanwhile(listed.count(prefix))
+        yield from listing(prefix)
+
+    monkeypatch.setattr(store, "list_ordered", list_ordered)
+    return listed
+
+
+def _drifted(owner: Actor, zarr_id: str) -> ZarrArchive:
+    assert upload(owner.client, zarr_id, {"a/1": b"1", "a/2": b"2"}).status_code == 200
+    archive = ZarrArchive.objects.get(zarr_id=zarr_id)
+    get_store().delete(archive.storage_prefix + "a/1")
+    return archive
+
+
+def test_the_audit_lists_storage_with_no_database_lock_held(
+    transactional_db: None, owner: Actor, zarr_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = _drifted(owner, zarr_id)
+
+    def lock_elsewhere(_: int) -> None:
+        # Another client (a batch starting, a tree update) takes the archive's and the tree's
+        # row locks at once: nothing of the audit's holds them while storage is listed.
+        with another_connection() as other:
+            for table, column in (
+                (ZarrArchive._meta.db_table, "id"),
+                (TreeLock._meta.db_table, "archive_id"),
+            ):
+                other.execute(
+                    f"SELECT 1 FROM {table} WHERE {column} = %s FOR UPDATE NOWAIT", [archive.pk]
+                )
+            other.rollback()
+
+    _during_listings(monkeypatch, archive, lock_elsewhere)
+    report = archive_audit(archive)
+    assert report.drift and report.file_count == 1
+    assert_tree_matches_storage(zarr_id)
+
+
+def test_a_change_during_the_listing_has_the_audit_read_again(
+    transactional_db: None, owner: Actor, zarr_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = _drifted(owner, zarr_id)
+
+    def first_time_a_tree_update(n: int) -> None:
+        if n == 1:  # as a tree update committing meanwhile moves the row
+            with another_connection(autocommit=True) as other:
+                other.execute(WAIT_FOR_A_LOCK)
+                other.execute(
+                    f"UPDATE {ZarrArchive._meta.db_table} SET modified = now() WHERE id = %s",
+                    [archive.pk],
+                )
+
+    listed = _during_listings(monkeypatch, archive, first_time_a_tree_update)
+    report = archive_audit(archive)
+    assert listed.count(archive.storage_prefix) == 2
+    assert report.drift and report.file_count == 1
+    assert_tree_matches_storage(zarr_id)
+
+
+def test_an_archive_that_keeps_changing_is_refused_and_left_as_it_was(
+    transactional_db: None, owner: Actor, zarr_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = _drifted(owner, zarr_id)
+
+    def a_batch_every_time(_: int) -> None:
+        with another_connection(autocommit=True) as other:
+            other.execute(WAIT_FOR_A_LOCK)
+            other.execute(
+                f"INSERT INTO {Batch._meta.db_table} (archive_id, kind, state, created, note, "
+                "error, directories) VALUES (%s, 'delete', 'applied', now(), '', '', '[]')",
+                [archive.pk],
+            )
+
+    listed = _during_listings(monkeypatch, archive, a_batch_every_time)
+    with pytest.raises(Conflict) as refused:
+        archive_audit(archive)
+    assert refused.value.code == "archive_changed"
+    assert listed.count(archive.storage_prefix) == AUDIT_ATTEMPTS
+    archive.refresh_from_db()
+    assert archive.file_count == 2  # nothing written: the tree still holds a/1
