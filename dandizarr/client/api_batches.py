@@ -35,6 +35,26 @@ class BatchCalls(ApiConnection):
         """Add ``(path, md5)`` to our open batch; returns their upload URLs in order."""
         return self._batch_urls(f"/api/zarr/{quote(zarr_id)}/upload/add/", entries)
 
+    def start_batch_in_parts(
+        self, zarr_id: str, entries: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Open a batch of big files, each ``{"path", "etag", "size", "parts"}`` (docs/api.md,
+        "Big files"); returns each file's ``{"path", "part_size", "part_urls"}`` in order."""
+        return self._batch_answer(f"/api/zarr/{quote(zarr_id)}/upload/", entries)
+
+    def add_in_parts(self, zarr_id: str, entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Declare big files (again) in our open batch: a file declared with the same parts
+        keeps the parts it sent."""
+        return self._batch_answer(f"/api/zarr/{quote(zarr_id)}/upload/add/", entries)
+
+    def _batch_answer(
+        self, endpoint: str, entries: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        answer: list[dict[str, Any]] = self.request("POST", endpoint, json=list(entries)).json()
+        if [a.get("path") for a in answer] != [e["path"] for e in entries]:
+            raise ClientError("the server answered for other files than those declared")
+        return answer
+
     def _batch_urls(self, endpoint: str, entries: Sequence[tuple[str, str]]) -> list[str]:
         body = [{"path": path, "etag": md5} for path, md5 in entries]
         response = self.request("POST", endpoint, json=body)

@@ -21,6 +21,10 @@ class ServiceInfo:
     pack_member_limit: int | None = None
     # Files one batch may gather through POST upload/add/; None: an older service without it.
     open_batch_file_limit: int | None = None
+    # Files bigger than this are sent in parts of at least ``multipart_part_bytes``
+    # (docs/api.md, "Big files"); None: any file in one PUT (or an older service).
+    multipart_threshold_bytes: int | None = None
+    multipart_part_bytes: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:

@@ -68,6 +68,9 @@ class BatchProducer:
         self.stop = stop
         self.out = out
         self.packer = packer
+        # Files over the service's multipart threshold, set aside: sent in parts, in a batch
+        # of their own, once the rest is sent (dandizarr.client.big_files).
+        self.big: list[LocalFile] = []
 
     def put(self, item: Produced) -> bool:
         """Queue an item, unless the upload stops first (then False)."""
@@ -96,6 +99,11 @@ class BatchProducer:
 
         def add_loose(entry: LocalFile) -> bool:
             nonlocal batch, batch_bytes
+            if info.multipart_threshold_bytes is not None and (
+                entry.size > info.multipart_threshold_bytes
+            ):
+                self.big.append(entry)
+                return True
             if batch and (
                 len(batch) >= info.batch_limit
                 or batch_bytes + entry.size > self.options.max_batch_bytes

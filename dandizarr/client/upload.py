@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from dandizarr.checksums.local import iter_local_files, iter_local_paths
 from dandizarr.client.api import ApiClient
 from dandizarr.client.batch_session import BatchSession
+from dandizarr.client.big_files import BigFileSender
 from dandizarr.client.digests import tree_checksum
 from dandizarr.client.errors import ApiError, ArchiveNotSharded, ClientError, TokenRequired
 from dandizarr.client.loose_batches import GrowthLimits, LooseBatchSender, NotTaken
@@ -90,6 +91,9 @@ class Uploader:
         self.batches = BatchSession(
             self.client, self.zarr_id, self.progress, wait_timeout=self.options.checksum_timeout
         )
+        big_files = self._big_file_sender(info)
+        if big_files is not None:
+            big_files.resume()  # a batch of big files a killed run left: its missing parts
         self.batches.settle_leftover(cancel_others=self.options.cancel_open_batch)
         # A batch completed just before (by a killed run, say) may still be propagating; the
         # listing must include it, or its files would be uploaded again.
@@ -252,6 +256,10 @@ class Uploader:
                     loose.send(item)
                     item = produced.get()
             packed.finish()
+            if producer.big:
+                sender = self._big_file_sender(info)
+                assert sender is not None  # only a service with a threshold has big files
+                sender.send(producer.big)
         except BaseException:
             puts.aborted.set()
             pool.shutdown(wait=True, cancel_futures=True)
@@ -272,6 +280,20 @@ class Uploader:
                     break
                 if isinstance(left, PackBatch):
                     left.discard()
+
+    def _big_file_sender(self, info: ServiceInfo) -> BigFileSender | None:
+        """Files over the service's threshold go in parts; None: it takes any in one PUT."""
+        if info.multipart_threshold_bytes is None or self.batches is None:
+            return None
+        return BigFileSender(
+            self.root,
+            self.client,
+            self.batches,
+            self.result,
+            self.progress,
+            part_bytes=info.multipart_part_bytes or 0,
+            wait_timeout=self.options.checksum_timeout,
+        )
 
     def _growth_limits(self, info: ServiceInfo, local_files: int) -> GrowthLimits | None:
         """How far a loose batch grows while its PUTs run; None when the service cannot add
