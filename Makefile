@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test test-fast test-random lint bench bench-ome bench-scale bench-tools check-client-install clean dandi-venvs compose-schema
+.PHONY: install serve test test-fast test-random versions-model lint bench bench-ome bench-scale bench-tools check-client-install clean dandi-venvs compose-schema
 
 # The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
 # tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
@@ -73,6 +73,13 @@ test-fast: $(STAMP)
 # top: `make test-random ARGS="-p no:cacheprovider --randomly-seed=N"` replays that order.
 test-random: $(STAMP) dandi-venvs compose-schema
 	$(MAKE) test ARGS="-p randomly $(ARGS)"
+
+# Issue #36's model walk, long, in the production shape (PostgreSQL, SeaweedFS, two gunicorn
+# web processes, a Celery worker; tests/production/test_versions_model_live.py), then the real
+# dandi download of every version: VERSIONS_MODEL_STEPS steps (300) of VERSIONS_MODEL_SEED.
+versions-model: $(STAMP) dandi-venvs
+	VERSIONS_MODEL_STEPS=$${VERSIONS_MODEL_STEPS:-300} $(MAKE) test TEST_WORKERS=0 \
+		ARGS="tests/production/test_versions_model_live.py -s $(ARGS)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -179,6 +179,7 @@ class Production:
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = ""
         self.web: Process | None = None
+        self.more_web: list[Process] = []  # another_web_server()
         self.workers: list[Process] = []
         self.beat: Process | None = None
 
@@ -264,27 +265,7 @@ class Production:
         if failures:
             raise failures[0]
         self.token = (self.directory / "data" / "admin-token").read_text().strip()
-        self.web = Process(
-            "gunicorn",
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "dandizarr_server.wsgi",
-                "-c",
-                "python:dandizarr_server.gunicorn_config",
-                "--bind",
-                f"127.0.0.1:{self.port}",
-                "--workers",
-                str(self.web_workers),
-                "--timeout",
-                "60",
-                "--graceful-timeout",
-                "5",
-            ],
-            self.env,
-            self._log("gunicorn"),
-        )
+        self.web = self._gunicorn("gunicorn", self.port, self.web_workers)
         self.web.start()
         for number in range(self.celery_workers):
             worker = Process(
@@ -314,6 +295,44 @@ class Production:
         self.beat.start()
         self.wait_for_web()
 
+    def _gunicorn(self, name: str, port: int, workers: int) -> Process:
+        argv = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "dandizarr_server.wsgi",
+            "-c",
+            "python:dandizarr_server.gunicorn_config",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--timeout",
+            "60",
+            "--graceful-timeout",
+            "5",
+        ]
+        return Process(name, argv, self.env, self._log(name))
+
+    def another_web_server(self) -> str:
+        """One more gunicorn, of one worker, on a port of its own (the same database, broker
+        and storage): its URL. A test sends requests to each web process by its URL."""
+        port = free_port()
+        web = self._gunicorn(f"gunicorn{len(self.more_web) + 2}", port, 1)
+        web.start()
+        self.more_web.append(web)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            if not web.running():
+                raise RuntimeError(f"gunicorn exited; see {web.log}")
+            with suppress(requests.RequestException):
+                if requests.get(url + "/api/info/", timeout=5).status_code == 200:
+                    return url
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"gunicorn at {url} did not answer within 60 s")
+            time.sleep(0.1)
+
     def wait_for_web(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         assert self.web is not None
@@ -333,7 +352,7 @@ class Production:
         return child_pids(self.web.pid)
 
     def stop(self) -> None:
-        for process in [self.beat, *self.workers, self.web]:
+        for process in [self.beat, *self.workers, self.web, *self.more_web]:
             if process is not None:
                 process.stop(timeout=3)
         self.redis.stop()

@@ -21,9 +21,15 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from dandizarr.sharding.archive_packing import build_shard
+from dandizarr_server.zarr_api.models import Shard, ZarrArchive
+from dandizarr_server.zarr_api.services.compaction import shard_compact
+from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from tests.support.api import md5, put
+from tests.support.dandi import DANDI_NEWEST, DandiService, api_key_env, tree_of
 from tests.support.model_api import Answer, Api
 from tests.support.version_reads import ancestors_of, assert_reads_as, ok
 
@@ -322,3 +328,63 @@ class VersionsWalk:
 def _put(url: str, body: bytes) -> None:
     response = put(url, body)
     assert response.status_code == 200, (url, response.status_code, response.text[:500])
+
+
+def assert_every_version_downloads(url: str, token: str, walk: VersionsWalk, work: Path) -> int:
+    """The real ``dandi download`` (the newest release) of the walk's draft and of every
+    published version of its dandiset gives the model's files, byte for byte (the client
+    checks each archive's checksum too); how many it downloaded. An empty archive has no
+    files to compare: skipped."""
+    home = work / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    service = DandiService(url, token, walk.dandiset, home)
+    states = {"draft": walk.model.draft} | {
+        v.dandiset_version: v.files for v in walk.model.versions
+    }
+    downloaded = 0
+    for number, (name, files) in enumerate(states.items()):
+        if not files:
+            continue
+        into = work / f"download-{number}"
+        into.mkdir()
+        source = f"{url}/api/dandisets/{walk.dandiset}/versions/{name}/"
+        service.dandi(
+            DANDI_NEWEST, ["download", source, "-o", str(into)], cwd=work, **api_key_env(service)
+        )
+        got = tree_of(into / walk.dandiset / "model.zarr")
+        assert got == {p: md5(b) for p, b in files.items()}, (name, sorted(got), sorted(files))
+        downloaded += 1
+    return downloaded
+
+
+def in_process_harness(api: Api, anonymous: Api) -> Harness:
+    """The walk's harness for a service in this process (``api``: Django's test client, or the
+    live test server over HTTP): garbage collection and compaction called directly, every task
+    done (inline) when its request ends."""
+
+    def collect_garbage(zarr_id: str) -> None:
+        archive_garbage_collect(ZarrArchive.objects.get(zarr_id=zarr_id), dry_run=False)
+
+    def compact(zarr_id: str) -> None:
+        live = Shard.objects.filter(archive__zarr_id=zarr_id, state=Shard.State.LIVE)
+        for pk in live.values_list("pk", flat=True):
+            shard_compact(pk)
+
+    def wait(ready: Callable[[], bool], what: str) -> None:
+        assert ready(), f"not done when the request ended: {what}"
+
+    return Harness(api, [api], anonymous, collect_garbage, compact, wait)
+
+
+def walk_settings(settings: Any) -> None:
+    """No undelete window, compaction at the first dead byte, and rates no walk reaches (each
+    step reads every version's listings)."""
+    settings.DANDIZARR_GC_WINDOW_DAYS = 0
+    settings.DANDIZARR_SHARD_COMPACT_PERCENT = 1
+    rates = {
+        **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
+        "expensive_user": "100000/min",
+        "expensive_anon": "100000/min",
+        "publishes": "100000/hour",
+    }
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}

@@ -1,0 +1,109 @@
+"""Issue #36 in the production shape: the versions model walk (tests/support/versions_model.py)
+against PostgreSQL, SeaweedFS (bucket versioning), Redis, two gunicorn web processes (each on a
+port of its own), a Celery worker applying the changes and compacting shards, and beat. Every
+check of every step reads through both web processes: a process's cache of a version must
+follow what the other process and the worker changed. Garbage collection runs as
+``manage.py collect_garbage`` with no undelete window, compaction in a process of its own.
+At the end the real ``dandi download`` of the draft and of every published version is exact.
+
+``make test`` runs a short walk; ``make versions-model`` a long one
+(``VERSIONS_MODEL_STEPS``, ``VERSIONS_MODEL_SEED``)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.support.model_api import HttpApi
+from tests.support.processes import Processes
+from tests.support.production import Production, production, tools_missing
+from tests.support.seaweedfs import SeaweedS3
+from tests.support.versions_model import Harness, VersionsWalk, assert_every_version_downloads
+
+pytestmark = pytest.mark.skipif(
+    bool(tools_missing()) and os.environ.get("CI") != "true",
+    reason=f"missing {tools_missing()} (CI always runs this)",
+)
+
+STEPS = int(os.environ.get("VERSIONS_MODEL_STEPS", "10"))
+SEED = int(os.environ.get("VERSIONS_MODEL_SEED", "36"))
+# Longest a change takes to be applied by the worker (a loaded machine).
+SETTLE_SECONDS = 120.0
+
+COMPACT_EVERY_SHARD = (
+    "from dandizarr_server.zarr_api.models import Shard\n"
+    "from dandizarr_server.zarr_api.services.compaction import shard_compact\n"
+    "live = Shard.objects.filter(archive__zarr_id='{zarr_id}', state=Shard.State.LIVE)\n"
+    "for pk in live.values_list('pk', flat=True):\n"
+    "    shard_compact(pk)\n"
+)
+
+
+def deployment_harness(deployment: Production, second_web: str) -> Harness:
+    writer = HttpApi(deployment.url, deployment.token)
+
+    def wait(ready: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while not ready():
+            assert time.monotonic() < deadline, f"not done within {SETTLE_SECONDS:.0f} s: {what}"
+            time.sleep(0.2)  # the Celery worker applies it meanwhile
+
+    return Harness(
+        writer=writer,
+        readers=[writer, HttpApi(second_web, deployment.token)],
+        anonymous=HttpApi(deployment.url),
+        collect_garbage=lambda zarr_id: print(deployment.manage("collect_garbage", zarr_id)),
+        compact=lambda zarr_id: print(
+            deployment.manage("shell", "-c", COMPACT_EVERY_SHARD.format(zarr_id=zarr_id))
+        ),
+        wait=wait,
+    )
+
+
+@pytest.mark.timeout(max(900, STEPS * 30))
+def test_every_version_reads_as_the_model_in_every_process(
+    processes: Processes, tmp_path: Path
+) -> None:
+    # processes: the production shape (tests.support.production) runs as processes.
+    server_database_url = os.environ.get(
+        "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+    )
+    s3 = SeaweedS3(tmp_path / "seaweedfs")
+    try:
+        with production(
+            tmp_path / "deployment",
+            server_database_url,
+            s3,
+            f"versions-{uuid.uuid4().hex[:12]}",
+            web_workers=1,
+            celery_workers=1,
+            DANDIZARR_GC_WINDOW_DAYS="0",
+            DANDIZARR_SHARD_COMPACT_PERCENT="1",
+            DANDIZARR_THROTTLE_USER="1000000/min",
+            DANDIZARR_THROTTLE_ANON="1000000/min",
+            DANDIZARR_THROTTLE_PUBLISHES="1000000/hour",
+        ) as deployment:
+            try:
+                deployment.manage("ensure_bucket")
+                second_web = deployment.another_web_server()
+                walk = VersionsWalk(
+                    deployment_harness(deployment, second_web), SEED, max_versions=8, log=print
+                )
+                walk.run(STEPS)
+                downloaded = assert_every_version_downloads(
+                    deployment.url, deployment.token, walk, tmp_path / "dandi"
+                )
+                print(
+                    f"seed {SEED}: {STEPS} steps, {len(walk.model.versions)} versions, "
+                    f"{downloaded} downloads by dandi exact"
+                )
+            except BaseException:
+                print(deployment.logs_tail())
+                raise
+    finally:
+        s3.stop()
