@@ -227,7 +227,30 @@ def test_a_resumed_file_keeps_its_parts_on_moto(owner: Actor, moto_archive: str)
     check_a_resumed_file_keeps_its_parts(owner, moto_archive)
 
 
-def test_a_resumed_file_keeps_its_parts_on_seaweedfs(
-    owner: Actor, seaweedfs_archive: str
-) -> None:
+def test_a_resumed_file_keeps_its_parts_on_seaweedfs(owner: Actor, seaweedfs_archive: str) -> None:
     check_a_resumed_file_keeps_its_parts(owner, seaweedfs_archive)
+
+
+def test_local_backend_takes_any_file_in_one_put(
+    owner: Actor, dandiset: str, local_storage: str
+) -> None:
+    """make serve's local backend streams a PUT of any size to disk: it asks for no parts
+    (multipart_threshold_bytes null), takes a big file declared with its size in one PUT, and
+    refuses one declared in parts with a clear 400."""
+    zarr_id = create_archive(owner, dandiset, "local.zarr", layout="loose")
+    assert owner.client.get("/api/info/").json()["multipart_threshold_bytes"] is None
+    refused = start(owner.client, zarr_id, [declared("big", BIG)])
+    assert refused.status_code == 400 and refused.json()["code"] == "multipart_parts_invalid"
+    started = start(owner.client, zarr_id, [{"path": "big", "etag": md5(BIG), "size": len(BIG)}])
+    assert started.status_code == 200, started.content
+    [entry] = started.json()
+    assert "part_urls" not in entry
+    put = requests.put(
+        entry["upload_url"],
+        data=BIG,
+        headers={"Content-MD5": content_md5_header(md5(BIG))},
+        timeout=60,
+    )
+    assert put.status_code == 200, put.text
+    assert owner.client.post(f"/api/zarr/{zarr_id}/upload/complete/").status_code == 200
+    assert owner.client.get(f"/api/zarr/{zarr_id}/files/big").json()["digest"] == md5(BIG)
