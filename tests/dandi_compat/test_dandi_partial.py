@@ -51,10 +51,16 @@ def test_patch_mode_updates_and_keeps_remote_only_files(
 
     expected = zarr_checksum_of(union)
     assert expected != zarr_checksum_of(local)  # the remote-only files count
-    archive = service.archive(service.assets()["v3.zarr"]["zarr"])
+    asset = service.assets()["v3.zarr"]
+    archive = service.archive(asset["zarr"])
     assert archive["status"] == "Complete"
     assert archive["checksum"] == expected
     assert archive["file_count"] == len(tree_of(union))
+    # The asset's metadata is the union's too, whatever size of its local part dandi sent.
+    draft = f"/api/dandisets/{service.dandiset}/versions/draft/"
+    metadata = service.api("GET", f"{draft}assets/{asset['asset_id']}/").json()
+    assert metadata["digest"]["dandi:dandi-zarr-checksum"] == expected
+    assert metadata["contentSize"] == sum(p.stat().st_size for p in union.rglob("*") if p.is_file())
 
     (tmp_path / "fresh").mkdir()
     fresh = download_dandiset(service, tmp_path / "fresh") / "v3.zarr"
