@@ -147,6 +147,7 @@ def test_a_walk_of_error_answers_each_carries_detail_and_code(
         alice.client.get(f"/api/zarr/{zarr_id}/versions/?page=99"), 404, "page_not_found", seen
     )
     assert_coded(alice.client.post(upload + "complete/"), 404, "no_open_batch", seen)
+    assert_coded(alice.client.get(upload), 404, "no_open_batch", seen)
     assert_coded(alice.client.get(f"/zarr/{zarr_id}/absent"), 404, "not_found", seen)
 
     # The batch conflicts a client tells apart.

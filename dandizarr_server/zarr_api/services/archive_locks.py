@@ -31,7 +31,8 @@ def require_not_converting(archive: ZarrArchive) -> None:
     if archive.packing:
         raise Conflict(
             f"zarr archive {archive.zarr_id} is being converted into shards; try again when "
-            "its detail shows packing: false"
+            "its detail shows packing: false",
+            code="archive_packing",
         )
 
 

@@ -98,7 +98,9 @@ class UploadView(APIView):
         archive = archive_get(zarr_id, request.user)
         if archive.batches.filter(state=Batch.State.OPEN).exists():
             return Response(status=status.HTTP_204_NO_CONTENT)
-        raise NotFound(f"zarr archive {zarr_id} has no upload batch in progress")
+        raise NotFound(
+            f"zarr archive {zarr_id} has no upload batch in progress", code="no_open_batch"
+        )
 
     @extend_schema(
         request={"application/json": {"type": "array", "items": {"type": "object"}}},
