@@ -19,10 +19,14 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.processes import free_port, stop_process, wait_for
+import dandizarr
+from tests.support.processes import Processes, free_port, wait_for
 from tests.support.production import create_database, drop_database
 from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
 from tests.support.wheel_install import ROOT, Installed, build_wheel, install, run
+
+# One test, one venv: pip's install of the server extra takes one to four minutes on a busy
+# machine, and a module-scoped venv would be built again by each xdist worker running a test.
 
 # A small Zarr v3 array, written by the zarr-python the server extra installs.
 MAKE_ZARR = (
@@ -30,49 +34,6 @@ MAKE_ZARR = (
     "a = zarr.create_array(sys.argv[1], shape=(64, 64), chunks=(16, 16), dtype='uint16'); "
     "a[:] = numpy.arange(64 * 64, dtype='uint16').reshape(64, 64)"
 )
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    directory = tmp_path_factory.mktemp("wheel-install")
-    wheel = build_wheel(directory)
-    return install(f"{wheel}[server]", directory / "venv")
-
-
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    """A working directory outside the checkout."""
-    directory = tmp_path / "elsewhere"
-    directory.mkdir()
-    assert not directory.resolve().is_relative_to(ROOT)
-    return directory
-
-
-def test_the_installed_packages_are_the_wheels(installed: Installed, outside: Path) -> None:
-    code = "import dandizarr as c, dandizarr_server as s; print(c.__file__, s.__file__)"
-    paths = run(installed, "python", "-c", code, cwd=outside).stdout.split()
-    for path in paths:
-        assert Path(path).is_relative_to(installed.venv), path
-
-
-def test_dandizarr_serve_from_the_wheel(installed: Installed, outside: Path) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    # No DANDIZARR_DATA_DIR: an installed service keeps its data in ./var, never site-packages.
-    process = subprocess.Popen(
-        [str(installed.bin / "dandizarr"), "serve", "--port", str(port)],
-        cwd=outside,
-        env=installed.env(DANDIZARR_LOG_LEVEL="WARNING"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(url + "/api/info/", process, "dandizarr serve")
-        token = (outside / "var" / "admin-token").read_text().strip()
-        upload_and_walk(installed, outside, url, token)
-    finally:
-        stop_process(process)
-    assert not list(installed.venv.rglob("db.sqlite3"))
 
 
 @pytest.fixture
@@ -84,13 +45,65 @@ def service_database() -> Iterator[str]:
     drop_database(server, name)
 
 
-def test_production_gunicorn_from_the_wheel(
-    installed: Installed,
-    outside: Path,
+@pytest.mark.timeout(900)
+def test_the_installed_wheel_serves_everything(
+    tmp_path: Path,
+    processes: Processes,
     service_database: str,
     seaweedfs: SeaweedS3,
     seaweedfs_bucket: str,
 ) -> None:
+    wheel = build_wheel(tmp_path / "build")
+    installed = install(f"{wheel}[server]", tmp_path / "venv")
+    check_installed_packages(installed, outside(tmp_path / "a"))
+    serve_and_walk(installed, outside(tmp_path / "b"), processes)
+    gunicorn_and_walk(
+        installed, outside(tmp_path / "c"), processes, service_database, seaweedfs, seaweedfs_bucket
+    )
+
+
+def outside(directory: Path) -> Path:
+    """A working directory outside the checkout."""
+    directory.mkdir(parents=True)
+    assert not directory.resolve().is_relative_to(ROOT)
+    return directory
+
+
+def check_installed_packages(installed: Installed, outside: Path) -> None:
+    """What runs is the wheel's install, not the checkout."""
+    code = "import dandizarr as c, dandizarr_server as s; print(c.__file__, s.__file__)"
+    paths = run(installed, "python", "-c", code, cwd=outside).stdout.split()
+    for path in paths:
+        assert Path(path).is_relative_to(installed.venv), path
+
+
+def serve_and_walk(installed: Installed, outside: Path, processes: Processes) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    # No DANDIZARR_DATA_DIR: an installed service keeps its data in ./var, never site-packages.
+    process = processes.start(
+        [str(installed.bin / "dandizarr"), "serve", "--port", str(port)],
+        cwd=outside,
+        env=installed.env(DANDIZARR_LOG_LEVEL="WARNING"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for(url + "/api/info/", process, "dandizarr serve")
+    token = (outside / "var" / "admin-token").read_text().strip()
+    upload_and_walk(installed, outside, url, token)
+    processes.stop_all()
+    assert not list(installed.venv.rglob("db.sqlite3"))
+
+
+def gunicorn_and_walk(
+    installed: Installed,
+    outside: Path,
+    processes: Processes,
+    service_database: str,
+    seaweedfs: SeaweedS3,
+    seaweedfs_bucket: str,
+) -> None:
+    """docker-compose.yml's web service: migrate, bootstrap_admin, gunicorn (DEBUG off)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     settings = {
@@ -118,19 +131,17 @@ def test_production_gunicorn_from_the_wheel(
     ]
     log = outside / "gunicorn.log"
     with open(log, "wb") as output:
-        process = subprocess.Popen(
+        process = processes.start(
             [str(installed.bin / gunicorn[0]), *gunicorn[1:]],
             cwd=outside,
             env=installed.env(**settings),
             stdout=output,
             stderr=subprocess.STDOUT,
         )
-    try:
-        wait_for(url + "/api/info/", process, "gunicorn")
-        token = (outside / "data" / "admin-token").read_text().strip()
-        upload_and_walk(installed, outside, url, token)
-    finally:
-        stop_process(process)
+    wait_for(url + "/api/info/", process, "gunicorn")
+    token = (outside / "data" / "admin-token").read_text().strip()
+    upload_and_walk(installed, outside, url, token)
+    processes.stop_all()
     assert "Traceback" not in log.read_text(errors="replace"), log.read_text(errors="replace")
 
 
@@ -172,6 +183,11 @@ def upload_and_walk(installed: Installed, cwd: Path, url: str, token: str) -> No
         served = requests.get(f"{url}/static/dandizarr/{name}", timeout=30)
         assert served.status_code == 200, name
         assert served.content == (static / name).read_bytes(), name
+    # The client it serves (the home page's install command), built from the installed files.
+    wheel = requests.get(
+        f"{url}/client/dandizarr-{dandizarr.__version__}-py3-none-any.whl", timeout=60
+    )
+    assert wheel.status_code == 200 and wheel.content.startswith(b"PK"), wheel.status_code
     for path in [
         "/static/admin/css/base.css",
         "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js",

@@ -187,6 +187,7 @@ ROUTES = {
     "metrics": "the service",
     "neuroglancer": "the service",
     "neuroglancer-file": "the service",
+    "client-wheel": "the service",
     "local-storage-object": "signed storage bytes",
 }
 

@@ -89,6 +89,7 @@ ROUTES = {
     "neuroglancer": SERVICE,
     "neuroglancer-viewer": SERVICE,
     "neuroglancer-file": SERVICE,
+    "client-wheel": SERVICE,
     "local-storage-object": SIGNED,
 }
 # The same routes for rows that do not exist.
@@ -104,6 +105,7 @@ ABSENT = {
     "number": "1",
     "token": "dandizarr",
     "name": "no-such-file.js",
+    "filename": "dandizarr-0.0.0-py3-none-any.whl",
 }
 # Methods a stranger tries on a private route: every one must be the absent row's 404.
 METHODS = ("get", "head", "post", "put", "delete")
@@ -159,6 +161,7 @@ def private(owner: Actor, s3_storage: str) -> dict[str, str]:
         "number": "1",
         "token": "dandizarr",
         "name": "no-such-file.js",
+        "filename": "dandizarr-0.0.0-py3-none-any.whl",
     }
 
 

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from dandizarr_server.zarr_api.pages import neuroglancer, views
+from dandizarr_server.zarr_api.views import client
 
 archive = "archives/<str:zarr_id>/"
 
@@ -13,6 +14,8 @@ urlpatterns = [
     # The archive's OME-Zarr description (a JSON endpoint; wins over an archive path "ome/" in
     # the spec's browsing form, which the files/ form still reaches).
     path("api/zarr/<str:zarr_id>/ome/", views.ome_summary, name="zarr-ome"),
+    # The client matching this server, for `pip install` (the home page gives the command).
+    path("client/<str:filename>", client.client_wheel_download, name="client-wheel"),
     path("neuroglancer/", neuroglancer.viewer_root, name="neuroglancer"),
     path("neuroglancer/v/<slug:token>/", neuroglancer.viewer_page, name="neuroglancer-viewer"),
     path(

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_safe
 
 from dandizarr.objectstore import ObjectStoreError
 from dandizarr.objectstore.user_bytes import INERT_HEADERS
+from dandizarr_server import client_wheel
 from dandizarr_server.zarr_api.exceptions import (
     DomainError,
     NotFound,
@@ -90,6 +91,8 @@ def home(request: HttpRequest) -> HttpResponse:
         {
             "version": settings.DANDIZARR_VERSION,
             "service_url": _service_url(request),
+            "client_wheel_url": _service_url(request)
+            + reverse("client-wheel", args=[client_wheel.wheel_name()]),
             "token_path": settings.DATA_DIR / "admin-token"
             if _sees_server_paths(request)
             else None,
