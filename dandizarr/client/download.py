@@ -140,6 +140,10 @@ class Downloader:
         self.result.server_checksum = expected
         if expected is None and not self._entries:
             self.result.server_checksum = self.result.local_checksum
+        if self.result.ok:
+            self.result.verified = (
+                f"each file's size and md5, and the tree checksum {self.result.server_checksum}"
+            )
         self.result.retries = self.client.retries.count
         self.result.elapsed_seconds = time.perf_counter() - started
         return self.result

@@ -133,7 +133,7 @@ class DownloadResult:
     elapsed_seconds: float = 0.0
     local_checksum: str | None = None
     server_checksum: str | None = None
-    # A partial download (docs/partial-work.md): the patterns, and what was proved.
+    # A partial download's patterns (docs/partial-work.md), and what a download proved.
     includes: list[str] = field(default_factory=list)
     excludes: list[str] = field(default_factory=list)
     verified: str = ""

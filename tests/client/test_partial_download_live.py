@@ -68,6 +68,12 @@ def test_include_and_exclude_download_exactly_the_selected_files(
         in (result["verified"])
     )
 
+    # The whole archive: the tree checksum is what it proves.
+    code, whole = service.cli_json("download", uploaded.zarr_id, str(tmp_path / "whole"))
+    assert code == 0 and not whole["partial"]
+    assert whole["local_checksum"] == whole["server_checksum"]
+    assert whole["verified"].endswith(f"the tree checksum {uploaded.server_checksum}")
+
     # Again into the same directory: every file is there with the right md5, and kept.
     code, again = service.cli_json("download", uploaded.zarr_id, str(dest), *_pattern_args())
     assert code == 0 and again["skipped_files"] == len(expected) and again["downloaded_files"] == 0
