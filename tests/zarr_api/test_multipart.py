@@ -254,3 +254,27 @@ def test_local_backend_takes_any_file_in_one_put(
     assert put.status_code == 200, put.text
     assert owner.client.post(f"/api/zarr/{zarr_id}/upload/complete/").status_code == 200
     assert owner.client.get(f"/api/zarr/{zarr_id}/files/big").json()["digest"] == md5(BIG)
+
+
+def check_completing_again_after_storage_completed(owner: Actor, zarr_id: str) -> None:
+    """A complete that died after storage completed the upload and before the database said
+    so: the next complete finds the object its declared parts make, and goes on."""
+    [entry] = start(owner.client, zarr_id, [declared("big", BIG)]).json()
+    put_parts(entry, BIG)
+    upload = MultipartUpload.objects.get()
+    parts = list(enumerate(upload.part_md5s, 1))
+    get_store().complete_multipart_upload(upload.key, upload.upload_id, parts)
+    complete = owner.client.post(f"/api/zarr/{zarr_id}/upload/complete/")
+    assert complete.status_code == 200, complete.content
+    assert MultipartUpload.objects.get().state == MultipartUpload.State.PROVEN
+    assert owner.client.get(f"/api/zarr/{zarr_id}/files/big").json()["digest"] == md5(BIG)
+
+
+def test_completing_again_after_storage_completed_on_moto(owner: Actor, moto_archive: str) -> None:
+    check_completing_again_after_storage_completed(owner, moto_archive)
+
+
+def test_completing_again_after_storage_completed_on_seaweedfs(
+    owner: Actor, seaweedfs_archive: str
+) -> None:
+    check_completing_again_after_storage_completed(owner, seaweedfs_archive)

@@ -113,10 +113,13 @@ def uploaded_files_discard(archive: ZarrArchive, paths: list[str]) -> list[str]:
 
 
 def multipart_uploads_drop(batch: Batch) -> None:
-    """Abort the uploads in parts the ending batch left open (storage bills their parts)."""
-    uploads = list(batch.multipart.filter(state=MultipartUpload.State.OPEN))
+    """Abort the uploads in parts the ending batch left open (storage bills their parts); those
+    it completed are aborted too (their objects were deleted with the rest of the batch's)."""
+    unfinished = MultipartUpload.State.OPEN, MultipartUpload.State.COMPLETED
+    uploads = list(batch.multipart.filter(state__in=unfinished))
     store = get_store()
-    store.map_requests(lambda u: store.abort_multipart_upload(u.key, u.upload_id), uploads)
+    opened = [u for u in uploads if u.state == MultipartUpload.State.OPEN]
+    store.map_requests(lambda u: store.abort_multipart_upload(u.key, u.upload_id), opened)
     MultipartUpload.objects.filter(pk__in=[u.pk for u in uploads]).update(
         state=MultipartUpload.State.ABORTED
     )

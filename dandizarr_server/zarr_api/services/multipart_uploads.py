@@ -241,6 +241,11 @@ def multipart_uploads_complete(batch: Batch) -> PartsCheck:
         try:
             stored = {p.number: p for p in store.list_parts(upload.key, upload.upload_id)}
         except ObjectNotFound:
+            # Completed already (a complete that died before recording it, or one racing
+            # this): the object its declared parts make is there.
+            info = store.head(upload.key)
+            if info is not None and (info.etag, info.size) == (upload.etag, upload.size):
+                return upload, None, ""
             return upload, "missing", "(its multipart upload is gone: start the file again)"
         ranges = part_ranges(upload.size, upload.part_size)
         for number, ((start, end), md5) in enumerate(
