@@ -34,7 +34,7 @@ non-blocking ``recv`` per head, on a socket the loop already polls.
 
 TLS terminated by gunicorn itself (``certfile``) is the exception: its bytes cannot be parsed
 before the handshake, so such connections go to a thread at once, as in ``gthread``, and only
-the read timeouts apply (production terminates TLS in front, see README).
+the read timeouts apply (production terminates TLS in front, see docs/deploying.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The service's own Prometheus metrics (django-prometheus adds requests by view and status,
 with latency histograms, and the database's): one definition each, incremented where the event
-happens. Names are ``dandizarr_*``; docs/security.md and README (Deploying) list them."""
+happens. Names are ``dandizarr_*``; docs/security.md and docs/deploying.md list them."""
 
 from __future__ import annotations
 

@@ -92,7 +92,8 @@ class ZarrArchive(models.Model):
     # A conversion into shards (POST pack/) is running; uploads wait for it.
     packing = models.BooleanField(default=False)
     # Where storage cannot refuse a presigned PUT (S3): the last moment an upload URL issued
-    # for the archive can still be used. Publishing waits for it (README, replayed URLs).
+    # for the archive can still be used. Publishing waits for it (docs/architecture.md,
+    # replayed URLs).
     upload_urls_valid_until = models.DateTimeField(null=True, blank=True)
     # Keys found differing from the tree when a batch was reconciled with storage after its
     # URLs expired (a replayed URL, a write behind the service); the tree was repaired.

@@ -1,4 +1,4 @@
-"""Backup and restore (README, Deploying): a database dump (pg_dump) plus the bucket. Restored
+"""Backup and restore (docs/deploying.md): a database dump (pg_dump) plus the bucket. Restored
 into a fresh database against the same storage, the audit finds no drift. Restored from an
 older dump (objects newer than the dump in storage), the audit in report-only mode names the
 archive made since as unreferenced and the archive changed since as drifted, and changes

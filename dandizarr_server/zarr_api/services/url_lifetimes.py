@@ -1,7 +1,7 @@
 """Where presigned PUTs cannot be revoked (S3): how long an archive's upload URLs stay usable,
-and when each ended batch's keys are to be reconciled with storage (README, "How the tree hash
-stays exact"). On the local backend the storage endpoint refuses ended batches' URLs, so
-there is nothing to wait for."""
+and when each ended batch's keys are to be reconciled with storage (docs/architecture.md,
+"How the tree hash stays exact"). On the local backend the storage endpoint refuses ended
+batches' URLs, so there is nothing to wait for."""
 
 from __future__ import annotations
 
