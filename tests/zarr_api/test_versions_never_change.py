@@ -6,18 +6,26 @@ named as DANDI names them."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
+from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, md5, upload
 from tests.support.model_api import DjangoApi
+from tests.support.processes import Processes
+from tests.support.production import ROOT
 from tests.support.version_reads import ancestors_of, assert_reads_as
 from tests.support.versions import add_asset, publish, versions
 
@@ -194,3 +202,45 @@ def test_publishes_are_named_as_dandi_names_them_the_next_free_minute_on(
     assert minutes[1] - minutes[0] == minutes[2] - minutes[1] == timedelta(minutes=1), names
     listed = owner.client.get(f"/api/dandisets/{dandiset}/versions/").json()["results"]
     assert {v["version"] for v in listed} >= set(names)
+
+
+def test_an_audit_killed_once_it_wrote_listings_leaves_every_version_as_published(
+    owner: Actor, dandiset: str, local_storage: str, settings: Any, processes: Processes
+) -> None:
+    """A repair's listings show in storage as they are written, its transaction's rows only
+    at its commit: the rows of what it replaces are committed first. Killed after writing (a
+    crash point), the audit left version 1 reading the drifted file from the draft's storage
+    (a fresh process's audit found version 1's tree no longer hashing to its checksum)."""
+    ensure_storage_versioning()
+    archive = Archive(owner, dandiset)
+    files = {"a/x": b"X", "keep": b"K"}
+    archive.upload(files)
+    archive.publish(files)
+    get_store().put(f"zarr/{archive.zarr_id}/keep", b"changed behind the service")
+    database = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgresql://{database['USER'] or 'postgres'}@{database['HOST']}:"
+        f"{database['PORT'] or 5432}/{database['NAME']}",
+        "DANDIZARR_STORAGE": "local",
+        "DANDIZARR_LOCAL_STORAGE_DIR": str(settings.DANDIZARR_LOCAL_STORAGE_DIR),
+        "DANDIZARR_SECRET_KEY": settings.SECRET_KEY,
+    }
+
+    def audit(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return processes.run(
+            [sys.executable, "manage.py", "audit_zarr", *args, archive.zarr_id],
+            cwd=ROOT,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    killed = audit(DANDIZARR_CRASH_AT="audit:listings-written")
+    assert killed.returncode == -signal.SIGKILL, (killed.stdout, killed.stderr)
+    # A process of its own: nothing of the draft's listings cached from before.
+    report = audit("--report-only")
+    assert report.returncode == 0, report.stderr
+    assert "versions whose tree differs from their checksum: []" in report.stdout, report.stdout
+    archive.assert_versions_exact()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dandizarr_server.zarr_api.models import CHANGING_STATES, Batch, Shard, ZarrArchive
+from dandizarr_server.zarr_api.models import CHANGING_STATES, Shard, ZarrArchive
+from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def archive_state(archive: ZarrArchive) -> ArchiveState:
         return ArchiveState(False, False, 0)
     upload_open = getattr(archive, "has_open_batch", None)
     if upload_open is None:
-        upload_open = archive.batches.filter(state=Batch.State.OPEN).exists()
+        upload_open = has_open_batch(archive)
     changing = getattr(archive, "has_pending_batch", None)
     if changing is None:
         changing = archive.batches.filter(state__in=CHANGING_STATES).exists()

@@ -21,6 +21,7 @@ from dandizarr_server.zarr_api.models import (
     ZarrArchive,
 )
 from dandizarr_server.zarr_api.permissions import Requester, readable_dandisets, user_can_read
+from dandizarr_server.zarr_api.selectors.open_batches import open_batches
 
 # The largest primary key a database row can have (a 64-bit signed integer).
 MAX_ROW_ID = 2**63 - 1
@@ -170,9 +171,7 @@ def archives_annotated(requester: Requester | None) -> QuerySet[ZarrArchive]:
         readable_archives(requester)
         .select_related("dandiset")
         .annotate(
-            has_open_batch=Exists(
-                Batch.objects.filter(archive=OuterRef("pk"), state=Batch.State.OPEN)
-            ),
+            has_open_batch=Exists(open_batches(OuterRef("pk"))),
             has_pending_batch=Exists(
                 Batch.objects.filter(archive=OuterRef("pk"), state__in=CHANGING_STATES)
             ),

@@ -36,10 +36,6 @@ def require_not_converting(archive: ZarrArchive) -> None:
         )
 
 
-def has_open_batch(archive: ZarrArchive) -> bool:
-    return Batch.objects.filter(archive=archive, state=Batch.State.OPEN).exists()
-
-
 def next_sequence(archive: ZarrArchive) -> int:
     # Called with the archive row locked, so sequences are assigned one at a time.
     current = Batch.objects.filter(archive=archive).aggregate(m=Max("sequence"))["m"]

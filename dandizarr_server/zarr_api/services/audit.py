@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dandizarr.checksums import DirectoryListing, FileState
+from dandizarr_server.zarr_api.crash import crash_point
 from dandizarr_server.zarr_api.exceptions import Conflict
 from dandizarr_server.zarr_api.models import Batch, ShardMember, ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_audit import (
@@ -18,8 +19,8 @@ from dandizarr_server.zarr_api.selectors.archive_audit import (
     versions_verify,
 )
 from dandizarr_server.zarr_api.selectors.draft_trees import archive_tree
-from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.services.archive_locks import (
+    has_open_batch,
     lock_archive,
     lock_tree,
 )
@@ -97,25 +98,42 @@ def _require_nothing_pending(locked: ZarrArchive) -> None:
         )
 
 
+def _replaced_files_commit(archive: ZarrArchive, findings: AuditFindings) -> int:
+    """What the repair will change in the draft, recorded for its versions and committed before
+    any listing is written (storage shows a write at once, a transaction's rows only once it
+    commits): a reader of a version, in any process, sees the row of every change it can see
+    (docs/versions.md, "Why a version never changes"). Rows are facts about the past: true
+    whether or not the repair follows. The generation they were recorded for."""
+    with transaction.atomic():
+        locked = lock_archive(archive)
+        lock_tree(locked.pk)
+        if audit_basis(locked) != findings.basis:
+            raise _ChangedMeanwhile
+        if locked.generation > 1:
+            replaced_record(locked, _file_changes(findings))
+        return locked.generation
+
+
 def archive_audit_repair(archive: ZarrArchive, findings: AuditFindings) -> None:
     """Write what ``findings`` found, in one short transaction under the archive's and tree's
-    locks; _ChangedMeanwhile (nothing written) when the archive is not as the report read it:
-    a batch started, ended or was applied, or the tree's listings it rewrites changed."""
+    locks, once what it replaces is recorded for the versions; _ChangedMeanwhile (nothing
+    written) when the archive is not as the report read it: a batch started, ended or was
+    applied, the tree's listings it rewrites changed, or a publish came in between."""
     store = get_store()
     report = findings.report
+    generation = _replaced_files_commit(archive, findings)
     with transaction.atomic():
         locked = lock_archive(archive)
         _require_no_open_batch(locked)
         lock_tree(locked.pk)
-        if audit_basis(locked) != findings.basis:
+        # A publish since the rows were recorded would have to record them again.
+        if audit_basis(locked) != findings.basis or locked.generation != generation:
             raise _ChangedMeanwhile
         tree = archive_tree(locked)
         if tree.read_many(sorted(findings.listings_before)) != findings.listings_before:
             raise _ChangedMeanwhile
-        if locked.generation > 1:
-            # What the repair changes in the draft, recorded for its versions first.
-            replaced_record(locked, _file_changes(findings))
         tree.write_many(findings.rewrites)
+        crash_point("audit:listings-written")
         store.delete_many(locked.storage_prefix + p for p in report.stale_loose_copies_deleted)
         store.delete_many(report.orphan_shards_deleted)
         for bad in report.corrupted_members:

@@ -18,8 +18,8 @@ from dandizarr_server.zarr_api.parsers.problems import Problem, invalid
 from dandizarr_server.zarr_api.permissions import Requester, recorded_user, require_writer
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot, archive_snapshot
 from dandizarr_server.zarr_api.selectors.expected_uploads import declared_at
+from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch, open_batch_find
 from dandizarr_server.zarr_api.services.archive_locks import (
-    has_open_batch,
     lock_archive,
     require_not_converting,
 )
@@ -182,10 +182,6 @@ def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot
             )
     if problems:
         raise invalid("paths", problems)
-
-
-def open_batch_find(archive: ZarrArchive) -> Batch | None:
-    return Batch.objects.filter(archive=archive, state=Batch.State.OPEN).first()
 
 
 def open_batch_get(archive: ZarrArchive) -> Batch:

@@ -28,6 +28,7 @@ from dandizarr_server.zarr_api.permissions import Requester, require_writer
 from dandizarr_server.zarr_api.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
 from dandizarr_server.zarr_api.selectors.expected_uploads import declared_files
+from dandizarr_server.zarr_api.selectors.open_batches import open_batch_find
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,
     next_sequence,
@@ -50,10 +51,6 @@ from dandizarr_server.zarr_api.services.url_lifetimes import reconcile_when_urls
 from dandizarr_server.zarr_api.storage import get_store
 
 
-def _open_batch(archive: ZarrArchive) -> Batch | None:
-    return Batch.objects.filter(archive=archive, state=Batch.State.OPEN).first()
-
-
 def _require_open_upload(archive: ZarrArchive, batch: Batch) -> None:
     if batch.kind != Batch.Kind.UPLOAD or batch.note != OPEN_UPLOAD_NOTE:
         raise Conflict(
@@ -71,7 +68,7 @@ def open_upload_add(
     paths = [f.path for f in files]
     with transaction.atomic():
         archive = lock_archive(archive)
-        batch = _open_batch(archive)
+        batch = open_batch_find(archive)
         if batch is None:
             batch = open_batch_create(
                 user=user, archive=archive, kind=Batch.Kind.UPLOAD, paths=paths
@@ -92,7 +89,7 @@ def dandi_files_delete(*, user: Requester, archive: ZarrArchive, paths: Sequence
     paths may be committed files, files of the open upload, or both (each goes)."""
     with transaction.atomic():
         archive = lock_archive(archive)
-        batch = _open_batch(archive)
+        batch = open_batch_find(archive)
         plain = batch is None or batch.note != OPEN_UPLOAD_NOTE
     if plain:
         # Outside any transaction: files_delete commits its intent before touching storage.
@@ -100,7 +97,7 @@ def dandi_files_delete(*, user: Requester, archive: ZarrArchive, paths: Sequence
         return
     with transaction.atomic():
         archive = lock_archive(archive)
-        batch = _open_batch(archive)
+        batch = open_batch_find(archive)
         if batch is None or batch.note != OPEN_UPLOAD_NOTE:
             raise Conflict(
                 f"zarr archive {archive.zarr_id}: its open upload ended meanwhile",
@@ -143,7 +140,7 @@ def upload_finalize(*, user: Requester, archive: ZarrArchive) -> Finalized:
     with transaction.atomic():
         archive = lock_archive(archive)
         require_writer(user, archive.dandiset)
-        batch = _open_batch(archive)
+        batch = open_batch_find(archive)
         if batch is None:
             if Batch.objects.filter(archive=archive, state=Batch.State.PENDING).exists():
                 tree_update_schedule(archive)  # idempotent: a lost task is redone

@@ -16,8 +16,8 @@ from dandizarr_server.zarr_api.exceptions import Conflict, NotFound
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from dandizarr_server.zarr_api.permissions import Requester, require_writer
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
+from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.services.archive_locks import (
-    has_open_batch,
     lock_archive,
 )
 from dandizarr_server.zarr_api.services.batch_endings import (

@@ -31,10 +31,10 @@ from dandizarr_server.zarr_api.models import (
 from dandizarr_server.zarr_api.permissions import Requester, require_writer
 from dandizarr_server.zarr_api.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.selectors.archive_versions import version_changes
+from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation
 from dandizarr_server.zarr_api.selectors.version_trees import version_tree
 from dandizarr_server.zarr_api.services.archive_locks import (
-    has_open_batch,
     lock_archive,
     next_sequence,
     require_not_converting,

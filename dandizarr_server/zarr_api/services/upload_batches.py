@@ -19,6 +19,7 @@ from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from dandizarr_server.zarr_api.permissions import Requester, recorded_user, require_writer
 from dandizarr_server.zarr_api.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.selectors.expected_uploads import DeclaredFile, declared_files
+from dandizarr_server.zarr_api.selectors.open_batches import open_batch_find
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,
     next_sequence,
@@ -33,7 +34,6 @@ from dandizarr_server.zarr_api.services.batch_rules import (
     UploadTarget,
     Verification,
     open_batch_create,
-    open_batch_find,
     open_batch_get,
     open_batch_join,
     upload_urls_sign,

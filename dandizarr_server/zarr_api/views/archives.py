@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from dandizarr_server.zarr_api.declarations import FileDeclaration
 from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
-from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.parsers.dandi import required_acl
 from dandizarr_server.zarr_api.parsers.pack_batch import parse_pack_batch
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_upload_files
@@ -29,6 +29,7 @@ from dandizarr_server.zarr_api.selectors.lookups import (
     dandiset_get,
     parse_row_id,
 )
+from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.serializers import (
     ArchiveCreateSerializer,
     ArchiveSerializer,
@@ -96,7 +97,7 @@ class UploadView(APIView):
     @extend_schema(responses={204: None, 404: None})
     def get(self, request: Request, zarr_id: str) -> Response:
         archive = archive_get(zarr_id, request.user)
-        if archive.batches.filter(state=Batch.State.OPEN).exists():
+        if has_open_batch(archive):
             return Response(status=status.HTTP_204_NO_CONTENT)
         raise NotFound(
             f"zarr archive {zarr_id} has no upload batch in progress", code="no_open_batch"
