@@ -25,6 +25,11 @@ def project_routes() -> set[str]:
     return {name for namespace, name in _patterns(get_resolver().url_patterns) if not namespace}
 
 
+def namespaced_routes() -> set[str]:
+    """Every route name inside a namespace (the admin's)."""
+    return {name for namespace, name in _patterns(get_resolver().url_patterns) if namespace}
+
+
 def route_url(name: str, values: Mapping[str, str]) -> str:
     """The route's URL, its parameters taken from ``values`` by name."""
     resolver = get_resolver()

@@ -10,15 +10,14 @@ admin is staff-only as a whole.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from dandizarr_server.zarr_api.models import Batch, Dandiset
 from tests.support.api import Actor, make_actor, md5, put
+from tests.support.routes import namespaced_routes, project_routes, route_url
 
 DANDISET_NAME = "secret-dandiset-q7v"
 ARCHIVE_NAME = "secret-archive-k3x.zarr"
@@ -111,17 +110,6 @@ ABSENT = {
 METHODS = ("get", "head", "post", "put", "delete")
 
 
-def _patterns(
-    patterns: list[URLPattern | URLResolver], namespace: str = ""
-) -> Iterator[tuple[str, str]]:
-    for pattern in patterns:
-        if isinstance(pattern, URLResolver):
-            inner = f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
-            yield from _patterns(pattern.url_patterns, inner)
-        else:
-            yield namespace, str(pattern.name)
-
-
 @pytest.fixture
 def private(owner: Actor, s3_storage: str) -> dict[str, str]:
     created = owner.client.post(
@@ -172,11 +160,7 @@ QUERIES = {"page-preview": "?array=img"}
 def _url(name: str, values: dict[str, str]) -> str:
     if name == "local-storage-object":  # its key is a storage key
         values = {**values, "key": values["storage_key"]}
-    resolver = get_resolver()
-    for possibility, _pattern, _defaults, _converters in resolver.reverse_dict.getlist(name):
-        for _result, params in possibility:
-            return reverse(name, kwargs={p: values[p] for p in params}) + QUERIES.get(name, "")
-    raise AssertionError(f"cannot build a URL for route {name}")
+    return route_url(name, values) + QUERIES.get(name, "")
 
 
 def _leaks(response: Any) -> list[str]:
@@ -193,8 +177,8 @@ def _client(actor: Actor | None) -> Client:
 
 
 def test_every_route_is_in_the_walk() -> None:
-    names = {name for namespace, name in _patterns(get_resolver().url_patterns) if not namespace}
-    admin = {name for namespace, name in _patterns(get_resolver().url_patterns) if namespace}
+    names = project_routes()
+    admin = namespaced_routes()
     assert admin, "the admin's routes are walked as one staff-only area"
     assert names - set(ROUTES) == set(), "new routes: add them to ROUTES, with what they are"
     assert set(ROUTES) - names == set(), "ROUTES names routes the project no longer has"
