@@ -1,7 +1,6 @@
 from django.urls import path
 
-from dandizarr_server.zarr_api.pages import neuroglancer, views
-from dandizarr_server.zarr_api.views import client
+from dandizarr_server.zarr_api.pages import client, neuroglancer, views
 
 archive = "archives/<str:zarr_id>/"
 
