@@ -52,7 +52,7 @@ class Version(models.Model):
     DRAFT = "draft"
 
     dandiset = models.ForeignKey(Dandiset, on_delete=models.CASCADE, related_name="versions")
-    # "draft", or the published version string 0.YYMMDD.HHMMSS.
+    # "draft", or the published version's name, 0.YYMMDD.HHMM (services.publishing).
     version = models.CharField(max_length=32)
     created = models.DateTimeField(auto_now_add=True)
 

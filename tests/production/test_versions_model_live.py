@@ -92,7 +92,7 @@ def test_every_version_reads_as_the_model_in_every_process(
                 deployment.manage("ensure_bucket")
                 second_web = deployment.another_web_server()
                 walk = VersionsWalk(
-                    deployment_harness(deployment, second_web), SEED, max_versions=8, log=print
+                    deployment_harness(deployment, second_web), SEED, max_versions=6, log=print
                 )
                 walk.run(STEPS)
                 downloaded = assert_every_version_downloads(

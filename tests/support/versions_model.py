@@ -20,6 +20,7 @@ import io
 import json
 import random
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,7 @@ class VersionsWalk:
         self.count += 1
         try:
             self.steps.append(f"{self.count}: {rule()}")
+            self.log(f"  step {self.steps[-1]}")
             self.check()
         except AssertionError as error:
             history = "\n  ".join(self.steps[-12:])
@@ -285,12 +287,23 @@ class VersionsWalk:
         ]
         every_path = sorted({p for _, _, files in states for p in files})
         directories = ancestors_of(every_path)
-        for index, reader in enumerate(self.h.readers):
+
+        def through(index: int) -> None:
             for label, zarr_id, files in states:
                 where = f"{label} ({zarr_id}) through reader {index}"
+                reader = self.h.readers[index]
                 assert_reads_as(reader, zarr_id, files, every_path, directories, where)
-                hidden = self.h.anonymous.request("GET", f"/api/zarr/{zarr_id}/").status
-                assert hidden == (404 if self.model.private else 200), (where, "anonymous")
+
+        if len(self.h.readers) == 1:
+            through(0)  # in this thread: an in-process reader uses this thread's connection
+        else:
+            # Each reader (a web process of a deployment) in a thread of its own, at once.
+            with ThreadPoolExecutor(len(self.h.readers)) as pool:
+                for done in [pool.submit(through, i) for i in range(len(self.h.readers))]:
+                    done.result()
+        for _, zarr_id, _ in states:
+            hidden = self.h.anonymous.request("GET", f"/api/zarr/{zarr_id}/").status
+            assert hidden == (404 if self.model.private else 200), (zarr_id, "anonymous")
 
     # --- the API ---------------------------------------------------------------------------
 
