@@ -15,6 +15,7 @@ from django.test.testcases import LiveServerThread
 from moto.server import ThreadedMotoServer
 
 from dandizarr_server.httpserver import NoDelayThreadedWSGIServer
+from tests.support import rollback_db
 from tests.support.fixture_params import PARAM_FIXTURE
 from tests.support.hypothesis_profiles import load_profile as load_hypothesis_profile
 from tests.support.processes import Processes
@@ -115,6 +116,37 @@ def processes() -> Iterator[Processes]:
     started = Processes()
     yield started
     started.stop_all()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _rollback_db_as_production() -> Iterator[None]:
+    """Rollback-per-test databases (``db``) run on-commit work when production would and see
+    other threads' queries (tests/support/rollback_db.py); inert under ``transactional_db``."""
+    rollback_db.install()
+    yield
+    rollback_db.uninstall()
+
+
+@pytest.fixture(autouse=True)
+def _no_other_thread_reads_a_rollback_db(request: pytest.FixtureRequest) -> Iterator[None]:
+    marker = request.node.get_closest_marker("django_db")
+    transactional = bool(
+        marker and (marker.kwargs.get("transaction") or marker.args[:1] == (True,))
+    )
+    fixtures = set(request.fixturenames)
+    if "db" not in fixtures or transactional or fixtures & {"transactional_db", "live_server"}:
+        yield
+        return
+    rollback_db.ThreadQueries.watch()
+    yield
+    seen = rollback_db.ThreadQueries.stop()
+    if seen:
+        pytest.fail(
+            "another thread queried this test's database, where the test's rows are "
+            f"uncommitted and invisible to it ({'; '.join(seen[:2])}): ask for "
+            "transactional_db (or pytest.mark.django_db(transaction=True))",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -47,17 +47,17 @@ def seaweedfs_storage(settings: Any, seaweedfs: SeaweedS3, seaweedfs_bucket: str
 
 
 @pytest.fixture
-def owner(transactional_db: None) -> Actor:
+def owner(db: None) -> Actor:
     return make_actor("owner")
 
 
 @pytest.fixture
-def stranger(transactional_db: None) -> Actor:
+def stranger(db: None) -> Actor:
     return make_actor("stranger")
 
 
 @pytest.fixture
-def admin_actor(transactional_db: None) -> Actor:
+def admin_actor(db: None) -> Actor:
     return make_actor("boss", staff=True)
 
 

@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from dandizarr_server.zarr_api.background import WORKER, start_periodic_tasks
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from tests.support.api import Actor, cancel_while_storage_is_down, upload
 from tests.support.tree_check import assert_tree_matches_storage
+
+# The background thread reads the test's rows: they must be committed.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_completed_batch_is_applied_by_the_background_thread(

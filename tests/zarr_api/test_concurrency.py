@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from django.db import connection
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
@@ -13,6 +14,9 @@ from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, md5, upload
 from tests.support.tree_check import assert_tree_matches_storage
+
+# Each thread has its own connection and transaction: the test's rows must be committed.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def run_together(functions: list[Callable[[], Any]]) -> list[Any]:

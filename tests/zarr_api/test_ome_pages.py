@@ -79,6 +79,8 @@ def test_ome_zarr_v2_image_page_and_summary(
     assert pixels[..., 2].max() == 255 and pixels[..., 1].max() == 255 and pixels[..., 0].max() == 0
 
 
+# The preview of a packed archive reads its shard rows in the render pool's threads.
+@pytest.mark.django_db(transaction=True)
 def test_ngff_v3_sharded_packed_archive(
     owner: Actor,
     dandiset: str,

@@ -140,6 +140,8 @@ def test_absent_archives_paths_and_pages_are_404_pages(
     assert anonymous.post(f"/archives/{zarr_id}/").status_code == 405
 
 
+# The preview of a packed archive reads its shard rows in the render pool's threads.
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("layout", ["loose", "packed"])
 @pytest.mark.parametrize(
     "kind", ["v3-zstd", "v3-sharding-indexed", "v2-blosc-F", "v2-zstd-nested", "v2-float-nan"]
