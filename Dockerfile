@@ -5,7 +5,11 @@
 # numpy, ... ship as wheels for amd64 and arm64, so no compiler is needed even there); the last
 # copies that environment onto a fresh slim base, with no pip cache and no build tools, and runs
 # as an unprivileged user.
-FROM python:3.11.11-slim-bookworm AS build
+#
+# BASE: where no registry is reachable, a Debian bookworm made by debootstrap with python3,
+# python3-venv and python-is-python3, imported into Docker (`make image-test` does this).
+ARG BASE=python:3.11.11-slim-bookworm
+FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -14,7 +18,7 @@ COPY dandizarr_server ./dandizarr_server
 RUN python -m venv /opt/venv \
     && /opt/venv/bin/pip install ".[server,storage]"
 
-FROM python:3.11.11-slim-bookworm
+FROM ${BASE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH=/opt/venv/bin:$PATH

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test test-fast test-random versions-model lint bench bench-ome bench-scale bench-tools check-client-install clean dandi-venvs compose-schema
+.PHONY: install serve test test-fast test-random versions-model lint bench bench-ome bench-scale bench-tools check-client-install image-test clean dandi-venvs compose-schema
 
 # The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
 # tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
@@ -142,6 +142,11 @@ check-client-install:
 	"$$venv/pip" install --quiet '.[zarr]'; \
 	"$$venv/python" -c "from dandizarr.client import ArchiveStore"; \
 	echo "client install: ok"
+
+# The service's image built from the Dockerfile and run for real (deploy/image-test.sh): on a
+# Debian base made by debootstrap where no registry answers; skips, saying why, without dockerd.
+image-test: $(STAMP)
+	deploy/image-test.sh
 
 clean:
 	rm -rf $(VENV) $(DANDI_VENV) $(DANDI48_VENV) $(BENCH_TOOLS_VENV) $(COMPOSE_SCHEMA) var .pytest_cache .mypy_cache .ruff_cache
