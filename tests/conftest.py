@@ -46,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{PARAM_FIXTURE}(name): the fixture a parametrized fixture's param sets up "
         "(tests/support/fixture_params.py)",
     )
+    # pytest-xdist's, named here too: a run with -p no:xdist still collects the groups' tests.
+    config.addinivalue_line("markers", "xdist_group(name): tests one xdist worker runs in turn")
 
 
 @pytest.hookimpl(tryfirst=True)
