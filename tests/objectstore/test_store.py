@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -175,8 +174,7 @@ def test_head_many(store: ObjectStore) -> None:
 def test_head_many_agrees_with_head_wherever_keys_lie(store: ObjectStore) -> None:
     """Listing-based lookups give exactly what one HEAD per key gives: keys among many foreign
     ones, in other directories, before and after everything stored, duplicated, non-ASCII."""
-    for i in range(0, 3000, 3):
-        store.put(f"hm/d/{i:05d}", b"x" * (i % 7))
+    store.put_many({f"hm/d/{i:05d}": b"x" * (i % 7) for i in range(0, 3000, 3)})
     for key in ["hm/a", "hm/d\u00e9/1", "hm/z/\U0001f600", "hm/\ue000"]:
         store.put(key, key.encode())
     wanted = [f"hm/d/{i:05d}" for i in range(0, 3000, 50)] + [f"hm/d/{i:05d}" for i in (1, 2, 2999)]
@@ -190,8 +188,7 @@ def test_head_many_agrees_with_head_wherever_keys_lie(store: ObjectStore) -> Non
 
 def test_s3_head_many_lists_a_contiguous_batch_in_one_request(s3_store: S3ObjectStore) -> None:
     keys = [f"batch/{i:04d}" for i in range(500)]
-    for key in keys[:450]:
-        s3_store.put(key, key.encode())
+    s3_store.put_many({key: key.encode() for key in keys[:450]})
     calls: list[str] = []
     s3_store.client.meta.events.register(
         "before-call.s3.*", lambda model, **_: calls.append(model.name)
@@ -208,8 +205,7 @@ def test_s3_head_many_lists_a_contiguous_batch_in_one_request(s3_store: S3Object
 
 def test_s3_head_many_lists_a_large_batch_in_ranges_at_once(s3_store: S3ObjectStore) -> None:
     keys = [f"big/{i:05d}" for i in range(2 * LISTED_PER_RANGE + 10)]
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda key: s3_store.put(key, key.encode()), keys[:-5]))
+    s3_store.put_many({key: key.encode() for key in keys[:-5]})
     calls: list[str] = []
     s3_store.client.meta.events.register(
         "before-call.s3.*", lambda model, **_: calls.append(model.name)
@@ -223,8 +219,7 @@ def test_s3_head_many_lists_a_large_batch_in_ranges_at_once(s3_store: S3ObjectSt
 
 def test_delete_many_more_than_one_batch(store: ObjectStore) -> None:
     keys = [f"del/{i:05d}" for i in range(DELETE_BATCH_SIZE + 7)]
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda key: store.put(key, b"x"), keys))
+    store.put_many(dict.fromkeys(keys, b"x"))
     store.put("keep/this", b"y")
     batches: list[int] = []
     if isinstance(store, S3ObjectStore):
