@@ -23,23 +23,25 @@ from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, md5, upload
+from tests.support.fixture_params import fixture_params
 from tests.support.model_api import DjangoApi
 from tests.support.processes import Processes
 from tests.support.production import ROOT
 from tests.support.version_reads import ancestors_of, assert_reads_as
 from tests.support.versions import add_asset, publish, versions
 
-# On the local store (the live server serves it) and SeaweedFS: every test here is live.
-pytestmark = pytest.mark.live
-
 # The DANDI Archive's published version names (its Version.VERSION_REGEX, the draft aside).
 DANDI_PUBLISHED_NAME = re.compile(r"0\.\d{6}\.\d{4}")
 
 
-@pytest.fixture(params=["local", "seaweedfs"])
+VERSIONED_BACKENDS = {"local": "local_storage", "seaweedfs": "seaweedfs_storage"}
+
+
+@pytest.fixture(params=fixture_params(VERSIONED_BACKENDS))
 def versioned_backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A store keeping object versions from the start, as ``ensure_bucket`` sets one up."""
-    request.getfixturevalue(f"{request.param}_storage")
+    """A store keeping object versions from the start, as ``ensure_bucket`` sets one up (the
+    local one served by the live server: the test's rows committed, for its thread to see)."""
+    request.getfixturevalue(VERSIONED_BACKENDS[request.param])
     ensure_storage_versioning()
     yield request.param
 
