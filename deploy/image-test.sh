@@ -31,6 +31,11 @@ if [ "$IMAGE_BASE" = "dandizarr-base:bookworm" ] && ! docker image inspect "$IMA
     echo "--- a Debian bookworm base with debootstrap (once; kept as $IMAGE_BASE)"
     debootstrap --variant=minbase --include=python3,python3-venv,python-is-python3,ca-certificates \
         bookworm "$rootfs" http://deb.debian.org/debian >/dev/null
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*  # as slim bases do
+    # The certificates this machine trusts (its network may intercept TLS with its own CA), for
+    # the image build's pip, which reads its own bundle unless told.
+    cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/ca-certificates.crt"
+    printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' > "$rootfs/etc/pip.conf"
     tar -C "$rootfs" -c . | docker import - "$IMAGE_BASE" >/dev/null
 fi
 
