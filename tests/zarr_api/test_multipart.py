@@ -5,6 +5,7 @@ batch is applied, a wrong md5 refused, cancels and the sweep aborting uploads.""
 from __future__ import annotations
 
 import os
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -12,11 +13,12 @@ import pytest
 import requests
 
 from dandizarr.objectstore.base import content_md5_header
-from dandizarr_server.zarr_api.models import MultipartUpload, ZarrArchive
+from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.multipart_uploads import abandoned_uploads_abort
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, expected_checksum, let_upload_urls_expire
+from tests.support.celery_worker import Worker, needs_redis, tasks_to_worker
 from tests.support.multipart import (
     PART,
     THRESHOLD,
@@ -26,6 +28,7 @@ from tests.support.multipart import (
     start,
     upload_in_parts,
 )
+from tests.support.processes import Processes
 from tests.support.tree_check import assert_tree_matches_storage
 
 
@@ -278,3 +281,25 @@ def test_completing_again_after_storage_completed_on_seaweedfs(
     owner: Actor, seaweedfs_archive: str
 ) -> None:
     check_completing_again_after_storage_completed(owner, seaweedfs_archive)
+
+
+@needs_redis
+def test_a_celery_worker_proves_the_md5(
+    owner: Actor, zarr_id: str, processes: Processes, settings: Any
+) -> None:
+    """The proof runs in a real worker process (Redis): until it has read the object the batch
+    is pending, its file unproven and nothing applied."""
+    with tasks_to_worker(settings) as env:
+        response = upload_in_parts(owner.client, zarr_id, {"big": BIG, "small": b"s"})
+        assert response.status_code == 200, response.content
+        assert MultipartUpload.objects.get().state == MultipartUpload.State.COMPLETED
+        archive = owner.client.get(f"/api/zarr/{zarr_id}/").json()
+        assert (archive["checksum_status"], archive["file_count"]) == ("pending", 0)
+        with Worker(env):
+            deadline = time.monotonic() + 120
+            while Batch.objects.filter(archive__zarr_id=zarr_id, state="pending").exists():
+                assert time.monotonic() < deadline, "the worker never applied the batch"
+                time.sleep(0.05)
+    assert MultipartUpload.objects.get().state == MultipartUpload.State.PROVEN
+    archive = owner.client.get(f"/api/zarr/{zarr_id}/").json()
+    assert archive["checksum"] == expected_checksum({"big": BIG, "small": b"s"})

@@ -246,7 +246,7 @@ def multipart_uploads_complete(batch: Batch) -> PartsCheck:
             info = store.head(upload.key)
             if info is not None and (info.etag, info.size) == (upload.etag, upload.size):
                 return upload, None, ""
-            return upload, "missing", "(its multipart upload is gone: start the file again)"
+            return upload, "missing", "its multipart upload is gone: start the file again"
         ranges = part_ranges(upload.size, upload.part_size)
         for number, ((start, end), md5) in enumerate(
             zip(ranges, upload.part_md5s, strict=True), start=1
