@@ -14,8 +14,10 @@ import requests
 
 from dandizarr.objectstore.base import content_md5_header
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
+from dandizarr_server.zarr_api.services import upload_batches
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.multipart_uploads import abandoned_uploads_abort
+from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
 from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, expected_checksum, let_upload_urls_expire
 from tests.support.celery_worker import Worker, needs_redis, tasks_to_worker
@@ -303,3 +305,31 @@ def test_a_celery_worker_proves_the_md5(
     assert MultipartUpload.objects.get().state == MultipartUpload.State.PROVEN
     archive = owner.client.get(f"/api/zarr/{zarr_id}/").json()
     assert archive["checksum"] == expected_checksum({"big": BIG, "small": b"s"})
+
+
+def test_a_file_replaced_before_its_proof_leaves_the_later_batch_alone(
+    owner: Actor, moto_archive: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose big file a later batch overwrote before the worker proved it fails (its
+    md5 can no longer be proven), and its cancel leaves the later batch's object alone, even
+    while that batch is still open."""
+    zarr_id = moto_archive
+    schedule = upload_batches.tree_update_schedule
+    monkeypatch.setattr(upload_batches, "tree_update_schedule", lambda archive: None)
+    assert upload_in_parts(owner.client, zarr_id, {"big": BIG}).status_code == 200
+    monkeypatch.setattr(upload_batches, "tree_update_schedule", schedule)
+    # The later batch: the same path, a small file, PUT and not yet completed...
+    [entry] = start(owner.client, zarr_id, [declared("big", b"replaced")]).json()
+    headers = {"Content-MD5": content_md5_header(md5(b"replaced"))}
+    assert requests.put(entry["upload_url"], data=b"replaced", headers=headers, timeout=60).ok
+    # ... when the worker comes to prove the first.
+    tree_update_apply(ZarrArchive.objects.get(zarr_id=zarr_id).pk)
+    first = Batch.objects.filter(archive__zarr_id=zarr_id).order_by("pk").first()
+    assert first is not None and first.state == Batch.State.FAILED
+    assert "was replaced or deleted in storage before its md5" in first.error
+    assert get_store().get(f"zarr/{zarr_id}/big") == b"replaced"
+    complete = owner.client.post(f"/api/zarr/{zarr_id}/upload/complete/")
+    assert complete.status_code == 200, complete.content
+    archive = owner.client.get(f"/api/zarr/{zarr_id}/").json()
+    assert archive["checksum"] == expected_checksum({"big": b"replaced"})
+    assert_tree_matches_storage(zarr_id)

@@ -16,7 +16,7 @@ import logging
 from django.db import transaction
 
 from dandizarr.objectstore import ObjectNotFound, PreconditionFailed
-from dandizarr_server.zarr_api.models import Batch, MultipartUpload
+from dandizarr_server.zarr_api.models import BUSY_STATES, Batch, BatchFile, MultipartUpload
 from dandizarr_server.zarr_api.services.archive_locks import lock_archive
 from dandizarr_server.zarr_api.services.batch_endings import cancellation_finish
 from dandizarr_server.zarr_api.storage import get_store
@@ -50,21 +50,27 @@ def pending_uploads_prove(archive_pk: int) -> None:
     ).order_by("batch__sequence", "pk")
     for upload in list(uploads):
         try:
-            actual = object_md5(upload.key, upload.etag, upload.size)
+            actual: str | None = object_md5(upload.key, upload.etag, upload.size)
         except (ObjectNotFound, PreconditionFailed):
-            actual = "(the object was replaced or deleted before it was proven)"
+            actual = None
         if actual == upload.md5:
             MultipartUpload.objects.filter(
                 pk=upload.pk, state=MultipartUpload.State.COMPLETED
             ).update(state=MultipartUpload.State.PROVEN)
             continue
         MultipartUpload.objects.filter(pk=upload.pk).update(state=MultipartUpload.State.FAILED)
-        batch_fail(
-            upload.batch_id,
-            f"{PROOF_FAILED}{upload.path!r} was declared with md5 {upload.md5}; its bytes "
-            f"have md5 {actual}. Its parts were as declared: the file's md5 was computed "
-            "wrongly, or the file changed while it was read. Upload it again",
-        )
+        if actual is None:
+            why = (
+                f"{PROOF_FAILED}{upload.path!r} was replaced or deleted in storage before its "
+                f"md5 (declared {upload.md5}) could be proven. Upload it again"
+            )
+        else:
+            why = (
+                f"{PROOF_FAILED}{upload.path!r} was declared with md5 {upload.md5}; its bytes "
+                f"have md5 {actual}. Its parts were as declared: the file's md5 was computed "
+                "wrongly, or the file changed while it was read. Upload it again"
+            )
+        batch_fail(upload.batch_id, why)
 
 
 def batch_fail(batch_pk: int | None, error: str) -> None:
@@ -78,6 +84,12 @@ def batch_fail(batch_pk: int | None, error: str) -> None:
         batch = Batch.objects.select_for_update().get(pk=batch_pk)
         if batch.state != Batch.State.PENDING:
             return
+        # A later batch writing a path of this one owns its key now (this batch's bytes there
+        # were replaced): the cancel below must neither delete nor unlist it.
+        later = BatchFile.objects.filter(
+            batch__archive_id=batch.archive_id, batch__pk__gt=batch.pk, batch__state__in=BUSY_STATES
+        ).values("path")
+        BatchFile.objects.filter(batch=batch, path__in=later).delete()
         batch.state = Batch.State.CANCELLING
         batch.note = error[:255]
         batch.save(update_fields=["state", "note"])
