@@ -287,10 +287,11 @@ def test_completing_again_after_storage_completed_on_seaweedfs(
 
 @needs_redis
 def test_a_celery_worker_proves_the_md5(
-    owner: Actor, zarr_id: str, processes: Processes, settings: Any
+    transactional_db: None, owner: Actor, zarr_id: str, processes: Processes, settings: Any
 ) -> None:
     """The proof runs in a real worker process (Redis): until it has read the object the batch
-    is pending, its file unproven and nothing applied."""
+    is pending, its file unproven and nothing applied. (transactional_db: the worker reads the
+    test's rows.)"""
     with tasks_to_worker(settings) as env:
         response = upload_in_parts(owner.client, zarr_id, {"big": BIG, "small": b"s"})
         assert response.status_code == 200, response.content
