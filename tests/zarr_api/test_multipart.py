@@ -14,6 +14,7 @@ import requests
 
 from dandizarr.objectstore.base import content_md5_header
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
+from dandizarr_server.zarr_api.selectors.archive_audit import archive_audit_report
 from dandizarr_server.zarr_api.services import upload_batches
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.multipart_uploads import abandoned_uploads_abort
@@ -76,6 +77,8 @@ def check_big_file_is_applied_with_its_md5(owner: Actor, zarr_id: str) -> None:
     let_upload_urls_expire()
     archive_row = ZarrArchive.objects.get(zarr_id=zarr_id)
     assert archive_row.drift_count == 0, archive_row.last_drift
+    # The audit recomputes the tree from storage with the proven md5: no drift.
+    assert not archive_audit_report(archive_row).report.drift
     # Garbage collection keeps the current multipart object.
     report = archive_garbage_collect(archive_row, dry_run=True, now=None)
     assert report.waiting_objects == 0 and report.reclaimed_objects == 0

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from django.db.models import Count, Max, Q
 
-from dandizarr.checksums import DirectoryListing, TreeSummary, compute_tree
+from dandizarr.checksums import DirectoryListing, TreeSummary, compute_tree, is_md5
 from dandizarr.objectstore import ListingOrderError, ObjectInfo, ObjectStore
 from dandizarr.sharding.archive_packing import MemberRecord, verify_members
 from dandizarr_server.zarr_api.keys import ARCHIVE_ROOTS
@@ -26,6 +26,7 @@ from dandizarr_server.zarr_api.models import (
 )
 from dandizarr_server.zarr_api.selectors.draft_trees import archive_tree
 from dandizarr_server.zarr_api.selectors.shard_members import live_members
+from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5
 from dandizarr_server.zarr_api.selectors.version_trees import version_tree
 from dandizarr_server.zarr_api.storage import STREAM_BLOCK, get_store
 from dandizarr_server.zarr_api.tree import StorageChecksumTree
@@ -183,7 +184,9 @@ def _recompute(
             result.before[directory] = held
 
     entries: Iterator[tuple[str, int, str]] = (
-        (info.key[len(prefix) :], info.size, info.etag) for info in listing
+        (info.key[len(prefix) :], info.size, md5)
+        for info in listing
+        if (md5 := _listed_md5(info)) is not None
     )
     if members is not None:
         packed = {path for path, _, _ in members.entries}
@@ -207,6 +210,16 @@ class MemberAudit:
     entries: list[tuple[str, int, str]]  # (path, size, actual md5), sorted by path
     corrupted: list[dict[str, str]]
     orphan_shards: list[str]
+
+
+def _listed_md5(info: ObjectInfo) -> str | None:
+    """The md5 a listed object counts with: its ETag, or for one sent in parts the md5 proven
+    of its bytes; None (left out of the tree) for parts never proven, which no checksum may
+    take (docs/api.md, "Big files")."""
+    if is_md5(info.etag):
+        return info.etag
+    md5 = stored_md5(info.key, info.etag)
+    return None if md5 in (None, UNPROVEN) else md5
 
 
 def _audit_members(archive: ZarrArchive) -> MemberAudit:
