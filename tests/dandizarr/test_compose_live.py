@@ -1,5 +1,7 @@
 """docker-compose.yml, run without Docker: each service's own command, with the environment
-compose gives it, as native processes (no Docker engine runs on the development machines).
+compose gives it, as native processes, from the project's wheel installed as the image installs
+it (``[server,storage]`` in a venv of its own) and a working directory holding manage.py alone,
+as the image's does: nothing of the checkout is importable.
 
 What differs from a container is only where things are: the machine's PostgreSQL (a fresh
 database) for ``postgres``, a Redis of the test's own for ``redis``, free ports on 127.0.0.1
@@ -15,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +37,7 @@ from tests.support.production import (
     tools_missing,
 )
 from tests.support.seaweedfs import _free_port_pairs
+from tests.support.wheel_install import ROOT, Installed
 
 HOST = {
     "DANDIZARR_SECRET_KEY": "compose-test-secret-" + "k" * 40,
@@ -46,8 +49,15 @@ class Compose:
     """The services' commands and environments, with the compose network's names rewritten
     to this machine's addresses."""
 
-    def __init__(self, directory: Path, database_url: str, redis_port: int) -> None:
+    def __init__(
+        self, directory: Path, database_url: str, redis_port: int, installed: Installed
+    ) -> None:
         self.directory = directory
+        self.installed = installed
+        # The image's working directory: manage.py alone, the code the venv's install.
+        self.app = directory / "app"
+        self.app.mkdir()
+        shutil.copy2(ROOT / "manage.py", self.app / "manage.py")
         self.web_port = free_port()
         self.worker_metrics_port = free_port()
         self.s3_port, master, volume, filer, admin = _free_port_pairs(5)
@@ -83,7 +93,7 @@ class Compose:
         if "DANDIZARR_WORKER_METRICS_PORT" in resolved:  # a port of this machine's
             resolved["DANDIZARR_WORKER_METRICS_PORT"] = str(self.worker_metrics_port)
             resolved["DANDIZARR_WORKER_METRICS_ADDRESS"] = "127.0.0.1"  # not its network's
-        venv_bin = str(Path(sys.executable).parent)
+        venv_bin = str(self.installed.bin)
         return {"PATH": f"{venv_bin}:{os.environ.get('PATH', '')}", "HOME": str(self.directory),
                 **resolved}  # fmt: skip
 
@@ -93,12 +103,15 @@ class Compose:
         return [self.rewrite(interpolate(str(part), HOST)) for part in command]
 
     def process(self, name: str) -> Process:
-        return Process(name, self.command(name), self.env(name), self.directory / f"{name}.log")
+        return Process(
+            name, self.command(name), self.env(name), self.directory / f"{name}.log", self.app
+        )
 
 
 @pytest.fixture
-def compose(processes: Processes, tmp_path: Path) -> Iterator[Compose]:
-    """The services of docker-compose.yml, each a process of this machine."""
+def compose(processes: Processes, tmp_path: Path, server_install: Installed) -> Iterator[Compose]:
+    """The services of docker-compose.yml, each a process of this machine, run from the wheel
+    installed as the image installs it, in a working directory outside the checkout."""
     if missing := tools_missing():
         pytest.skip(f"missing {missing}")
     server_url = os.environ["DATABASE_URL"]
@@ -108,7 +121,7 @@ def compose(processes: Processes, tmp_path: Path) -> Iterator[Compose]:
     redis_server.start()
     (tmp_path / "data").mkdir()
     try:
-        yield Compose(tmp_path, database_url, redis_server.port)
+        yield Compose(tmp_path, database_url, redis_server.port, server_install)
     finally:
         redis_server.stop()
         drop_database(server_url, name)
@@ -228,7 +241,11 @@ def test_the_image_runs_as_no_one_special() -> None:
     another as an unprivileged user, with the same S3 server build the tests run."""
     dockerfile = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text()
     stages = [line for line in dockerfile.splitlines() if line.startswith("FROM ")]
-    assert len(stages) == 2 and all(":" in s and "latest" not in s for s in stages), stages
+    assert len(stages) == 2 and all(s.startswith("FROM ${BASE}") for s in stages), stages
+    # The base is a build argument (make image-test passes a debootstrap one), its default
+    # pinned.
+    (base,) = [line for line in dockerfile.splitlines() if line.startswith("ARG BASE=")]
+    assert ":" in base and "latest" not in base, base
     assert "USER dandizarr" in dockerfile
     assert '".[server,storage]"' in dockerfile
     final = dockerfile.split("\n" + stages[1] + "\n", 1)[1]

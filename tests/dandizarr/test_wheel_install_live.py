@@ -23,7 +23,7 @@ import dandizarr
 from tests.support.processes import Processes, free_port, wait_for
 from tests.support.production import create_database, drop_database
 from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
-from tests.support.wheel_install import ROOT, Installed, build_wheel, install, run
+from tests.support.wheel_install import ROOT, Installed, run
 
 # One test, one venv: pip's install of the server extra takes one to four minutes on a busy
 # machine, and a module-scoped venv would be built again by each xdist worker running a test.
@@ -49,12 +49,12 @@ def service_database() -> Iterator[str]:
 def test_the_installed_wheel_serves_everything(
     tmp_path: Path,
     processes: Processes,
+    server_install: Installed,
     service_database: str,
     seaweedfs: SeaweedS3,
     seaweedfs_bucket: str,
 ) -> None:
-    wheel = build_wheel(tmp_path / "build")
-    installed = install(f"{wheel}[server]", tmp_path / "venv")
+    installed = server_install
     check_installed_packages(installed, outside(tmp_path / "a"))
     serve_and_walk(installed, outside(tmp_path / "b"), processes)
     gunicorn_and_walk(

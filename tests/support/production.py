@@ -39,11 +39,14 @@ def tools_missing() -> list[str]:
 class Process:
     """One subprocess with its output appended to a log file; stopped or killed by its pid."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self, name: str, argv: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT
+    ) -> None:
         self.name = name
         self.argv = argv
         self.env = env
         self.log = log
+        self.cwd = cwd  # the checkout by default; an installed service's runs outside it
         self.popen: subprocess.Popen[bytes] | None = None
 
     @property
@@ -57,7 +60,7 @@ class Process:
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.popen = subprocess.Popen(
-                self.argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+                self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT
             )
 
     def kill(self) -> None:

@@ -8,11 +8,14 @@ when it cannot reach one, the tests that need an install skip, saying so.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import venv
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,3 +134,35 @@ def run(
     )
     assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}"
     return done
+
+
+def sources_digest() -> str:
+    """A digest of every file the wheel is built from: an install made from the same digest
+    is the same install."""
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        origin = ROOT / name
+        files = sorted(p for p in origin.rglob("*") if p.is_file()) if origin.is_dir() else [origin]
+        for path in files:
+            if "__pycache__" in path.parts:
+                continue
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def server_installed_once() -> Installed:
+    """The wheel of the sources as they are, installed with the extras the image installs
+    (``server,storage``), once for every test and pytest process that asks (a lock and a
+    marker in a directory named by the sources' digest): the wheel-install test and the
+    compose test run the same install, as the image does."""
+    home = Path(tempfile.gettempdir()) / "dandizarr-test-installs" / sources_digest()
+    home.mkdir(parents=True, exist_ok=True)
+    installed = Installed(home / "venv")
+    with open(home / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (home / "installed").exists():
+            shutil.rmtree(home / "build", ignore_errors=True)
+            wheel = build_wheel(home / "build")
+            install(f"{wheel}[server,storage]", installed.venv)
+            (home / "installed").write_text(str(wheel))
+    return installed
