@@ -22,7 +22,14 @@ from rest_framework.test import APIClient
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from dandizarr_server.zarr_api.storage import get_store
-from tests.support.api import Actor, create_archive, md5, upload
+from tests.support.api import (
+    Actor,
+    create_archive,
+    let_upload_urls_expire,
+    md5,
+    storage_listing,
+    upload,
+)
 from tests.support.fixture_params import fixture_params
 from tests.support.model_api import DjangoApi
 from tests.support.processes import Processes
@@ -245,4 +252,23 @@ def test_an_audit_killed_once_it_wrote_listings_leaves_every_version_as_publishe
     report = audit("--report-only")
     assert report.returncode == 0, report.stderr
     assert "versions whose tree differs from their checksum: []" in report.stdout, report.stdout
+    archive.assert_versions_exact()
+
+
+def test_a_reset_leaves_no_file_in_storage_that_the_draft_lacks(
+    owner: Actor, dandiset: str, seaweedfs_storage: str
+) -> None:
+    """A reset removed from the draft's tree the files the version lacks but left their
+    objects: once the upload URLs expired, reconciliation took storage for the truth and put
+    them back into the draft (the long model walk found it)."""
+    ensure_storage_versioning()
+    archive = Archive(owner, dandiset)
+    archive.upload({"keep": b"K"})
+    archive.publish({"keep": b"K"})
+    archive.upload({"extra": b"E", "keep": b"K2"})
+    archive.reset(1)
+    let_upload_urls_expire()
+    draft = {"keep": b"K"}
+    assert_reads_as(archive.reader, archive.zarr_id, draft, ["extra", "keep"], [], "draft")
+    assert storage_listing(archive.zarr_id) == {"keep": (1, md5(b"K"))}
     archive.assert_versions_exact()

@@ -3,7 +3,8 @@
 Every path that differs between the version and the draft goes back to its state in the
 version, through batches the tree update applies like any other (so what the reset replaces is
 recorded for later versions, and the checksum stays exact): a deletion for paths the version did
-not have, an upload of paths whose bytes are a loose object, a pack batch of paths whose bytes
+not have (their objects deleted, as a user's deletion deletes them), an upload of paths whose
+bytes are a loose object, a pack batch of paths whose bytes
 are a range of a shard object. No byte passes through the service: a loose object's kept
 version is made current again (on S3 by removing the delete markers above it, or else a copy
 inside storage; locally a hard link), a shard object the draft discarded likewise.
@@ -39,7 +40,11 @@ from dandizarr_server.zarr_api.services.archive_locks import (
     next_sequence,
     require_not_converting,
 )
-from dandizarr_server.zarr_api.services.batch_endings import batch_endings_settle
+from dandizarr_server.zarr_api.services.batch_endings import (
+    batch_endings_settle,
+    deletion_finish,
+    deletion_intent,
+)
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
 from dandizarr_server.zarr_api.storage import get_store
 
@@ -79,9 +84,16 @@ def draft_reset(*, user: Requester, archive: ZarrArchive, version: ArchiveVersio
         _restore_objects([w for *_, w in loose + packed])
         now = timezone.now()
         made = []
-        if removed:
-            made.append(_pending(archive, Batch.Kind.DELETE, now, version))
-            batch_files_insert(made[-1].pk, ((p, "", None) for p in removed))
+        # Removed as a user's deletion is: their objects deleted too (deletion_finish, after
+        # the commit), or the draft's storage would keep files its tree no longer lists (a
+        # reconciliation would then bring them back, taking storage for the truth).
+        deletion = (
+            deletion_intent(
+                archive, user, removed, note=f"reset of the draft to version {version.number}"
+            )
+            if removed
+            else None
+        )
         if loose:
             made.append(_pending(archive, Batch.Kind.UPLOAD, now, version))
             batch_files_insert(made[-1].pk, ((p, md5, size) for p, md5, size, _ in loose))
@@ -100,6 +112,8 @@ def draft_reset(*, user: Requester, archive: ZarrArchive, version: ArchiveVersio
             )
         if made:
             tree_update_schedule(archive)
+    if deletion is not None:
+        made.insert(0, deletion_finish(deletion.pk))
     return made
 
 
