@@ -35,6 +35,10 @@ SEED = int(os.environ.get("VERSIONS_MODEL_SEED", "36"))
 # Longest a change takes to be applied by the worker (a loaded machine).
 SETTLE_SECONDS = 120.0
 
+# tests.support.api.let_upload_urls_expire, in a process of the deployment's.
+EXPIRE_UPLOAD_URLS = (
+    "from tests.support.api import let_upload_urls_expire\nlet_upload_urls_expire()\n"
+)
 COMPACT_EVERY_SHARD = (
     "from dandizarr_server.zarr_api.models import Shard\n"
     "from dandizarr_server.zarr_api.services.compaction import shard_compact\n"
@@ -61,6 +65,7 @@ def deployment_harness(deployment: Production, second_web: str) -> Harness:
         compact=lambda zarr_id: print(
             deployment.manage("shell", "-c", COMPACT_EVERY_SHARD.format(zarr_id=zarr_id))
         ),
+        expire_upload_urls=lambda: print(deployment.manage("shell", "-c", EXPIRE_UPLOAD_URLS)),
         wait=wait,
     )
 

@@ -29,7 +29,7 @@ from dandizarr.sharding.archive_packing import build_shard
 from dandizarr_server.zarr_api.models import Shard, ZarrArchive
 from dandizarr_server.zarr_api.services.compaction import shard_compact
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
-from tests.support.api import md5, put
+from tests.support.api import let_upload_urls_expire, md5, put
 from tests.support.dandi import DANDI_NEWEST, DandiService, api_key_env, tree_of
 from tests.support.model_api import Answer, Api
 from tests.support.version_reads import ancestors_of, assert_reads_as, ok
@@ -74,6 +74,9 @@ class Harness:
     anonymous: Api
     collect_garbage: Callable[[str], None]  # zarr_id: every unreferenced object goes now
     compact: Callable[[str], None]  # zarr_id: every live shard rewritten
+    # The upload URLs' lifetime passes (rows aged): every ended batch is reconciled with
+    # storage, which then must agree with the draft (on S3; nothing to do on the local store).
+    expire_upload_urls: Callable[[], None]
     # Until ``ready()`` is true (a deployment's workers apply changes in the background).
     wait: Callable[[Callable[[], bool], str], None]
 
@@ -132,6 +135,7 @@ class VersionsWalk:
             (1, self.compact),
             (1, self.collect_garbage),
             (1, self.unembargo),
+            (1, self.expire_upload_urls),
         ]
         rule = self.rng.choices([r for _, r in rules], weights=[w for w, _ in rules])[0]
         self.count += 1
@@ -266,6 +270,11 @@ class VersionsWalk:
         self.h.collect_garbage(self.zarr_id)
         return "collect garbage (no window)"
 
+    def expire_upload_urls(self) -> str:
+        self.h.expire_upload_urls()
+        self._settle()
+        return "upload URLs expire (reconciliation)"
+
     def unembargo(self) -> str:
         if not self.model.private:
             return self.upload()
@@ -386,7 +395,7 @@ def in_process_harness(api: Api, anonymous: Api) -> Harness:
     def wait(ready: Callable[[], bool], what: str) -> None:
         assert ready(), f"not done when the request ended: {what}"
 
-    return Harness(api, [api], anonymous, collect_garbage, compact, wait)
+    return Harness(api, [api], anonymous, collect_garbage, compact, let_upload_urls_expire, wait)
 
 
 def walk_settings(settings: Any) -> None:
