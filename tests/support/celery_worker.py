@@ -82,7 +82,14 @@ class Worker:
 @contextmanager
 def tasks_to_worker(settings: Any) -> Iterator[dict[str, str]]:
     """Send tasks to Redis; yields the environment of a worker for this test's database and
-    the storage ``settings`` point at (set them before entering)."""
+    the storage ``settings`` point at (set them before entering). The worker is another
+    process: the test's rows must be committed (``transactional_db``)."""
+    if connection.in_atomic_block:
+        pytest.fail(
+            "a Celery worker process cannot see this test's uncommitted rows: ask for "
+            "transactional_db (or pytest.mark.django_db(transaction=True))",
+            pytrace=False,
+        )
     database = connection.settings_dict
     env = {
         **os.environ,

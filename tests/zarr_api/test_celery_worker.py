@@ -26,7 +26,8 @@ from tests.support.sharded import (
 )
 from tests.support.tree_check import assert_tree_matches_storage
 
-pytestmark = needs_redis
+# The worker is another process on the test database: the test's rows must be committed.
+pytestmark = [needs_redis, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

@@ -360,6 +360,8 @@ def test_reset_is_refused_while_an_upload_is_open(
     assert state_of(owner, zarr_id) == {"f": b"2"}
 
 
+# The collector runs in a thread of its own: the test's rows must be committed.
+@pytest.mark.django_db(transaction=True)
 def test_garbage_collection_racing_every_change_never_deletes_what_is_read(
     owner: Actor, dandiset: str, versioned_backend: str, settings: Any
 ) -> None:
