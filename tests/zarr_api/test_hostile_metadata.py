@@ -25,9 +25,11 @@ from django.test import Client
 from tests.support.api import Actor, create_archive, upload
 from tests.support.routes import project_routes, route_url
 
-# How long one anonymous request may take, and how much the process may grow over a walk. A
-# request that hangs is stopped at HANG_SECONDS (a failure, not a stuck suite).
-REQUEST_SECONDS = 2.0
+# The CPU one anonymous request may cost (this process's CPU time, every thread: the view, its
+# render threads, moto's storage answering it; CPU rather than wall time, so a loaded machine
+# does not fail the walk), and how much the process may grow over a walk. A request that hangs
+# is stopped at HANG_SECONDS of wall time (a failure, not a stuck suite).
+REQUEST_CPU_SECONDS = 1.0
 HANG_SECONDS = 20
 GROWTH_BYTES = 200 << 20
 
@@ -248,7 +250,8 @@ def _walk_urls(zarr_id: str, files: dict[str, bytes]) -> Iterator[tuple[str, str
 
 
 def _get(client: Client, url: str) -> tuple[Any, float]:
-    started = time.perf_counter()
+    """The response and the CPU seconds the process spent answering it."""
+    started = time.process_time()
     signal.alarm(HANG_SECONDS)
     try:
         response = client.get(url)
@@ -256,7 +259,7 @@ def _get(client: Client, url: str) -> tuple[Any, float]:
             b"".join(response.streaming_content)
     finally:
         signal.alarm(0)
-    return response, time.perf_counter() - started
+    return response, time.process_time() - started
 
 
 def _neuroglancer_links(client: Client, zarr_id: str) -> list[str]:
@@ -301,8 +304,8 @@ def test_hostile_metadata_on_every_anonymous_read_route(
         assert response.status_code < 500, (url, response.status_code, response.content[:500])
         if response.status_code >= 400 and response.get("Content-Type", "").startswith("app"):
             assert response.json().get("detail"), (url, response.content[:300])
-        if seconds > REQUEST_SECONDS:
-            slow.append(f"{url}: {seconds:.2f} s")
+        if seconds > REQUEST_CPU_SECONDS:
+            slow.append(f"{url}: {seconds:.2f} CPU-s")
         seen[url] = response.status_code
     for link in _neuroglancer_links(anonymous, zarr_id):
         walked.add("neuroglancer-viewer")
@@ -310,7 +313,7 @@ def test_hostile_metadata_on_every_anonymous_read_route(
         assert response.status_code < 500, (link[:200], response.status_code)
         assert len(link) < 1 << 20, "a viewer link is bounded"
     growth = _peak_rss() - before
-    assert slow == [], f"answered slowly: {slow}"
+    assert slow == [], f"cost too much: {slow}"
     assert growth < GROWTH_BYTES, f"the process grew by {growth >> 20} MiB"
     assert walked >= {n for n, how in ROUTES.items() if how == WALKED} - {"neuroglancer-viewer"}
     # The page answers, and each hostile plain array is a clear "no preview" (an OME image's

@@ -31,7 +31,7 @@ from dandizarr_server.zarr_api.tree import ListingSource
 # against the OME spec (about half a CPU-second a megabyte); groups past it are named as not
 # checked. A stranger's archive costs one scan at most this much, once per tree version.
 MAX_SCAN_BYTES = 4 << 20
-MAX_VALIDATED_BYTES = 1 << 20
+MAX_VALIDATED_BYTES = 256 << 10
 
 
 @dataclass(frozen=True)
