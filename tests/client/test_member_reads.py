@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -80,12 +81,26 @@ def test_member_reader_raises_other_errors(tmp_path: Path) -> None:
         reader.close()
 
 
+def _open_under(directory: Path) -> list[str]:
+    """What this process holds open in ``directory`` (by path: other threads of a shared test
+    process open and close descriptors of their own meanwhile)."""
+    opened = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed since listed
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target == str(directory) or target.startswith(f"{directory}/"):
+                opened.append(target)
+    return opened
+
+
 def test_member_reader_opens_its_root_at_the_first_read_and_closes_it(tmp_path: Path) -> None:
-    before = len(os.listdir("/proc/self/fd"))
-    reader = MemberReader(str(tmp_path / "not yet"))  # an upload checks its root later
-    (tmp_path / "not yet").mkdir()
-    (tmp_path / "not yet" / "f").write_bytes(b"abc")
+    root = tmp_path / "not yet"
+    reader = MemberReader(str(root))  # an upload checks its root later
+    root.mkdir()
+    (root / "f").write_bytes(b"abc")
+    assert _open_under(root) == []
     assert list(reader.read(["f"], [3])) == [b"abc"]
+    assert _open_under(root) == [str(root)]  # the root, kept for the next reads
     reader.close()
     reader.close()
-    assert len(os.listdir("/proc/self/fd")) == before
+    assert _open_under(root) == []

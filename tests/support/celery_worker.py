@@ -50,6 +50,12 @@ class Worker:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        if connection.in_atomic_block:  # a rollback test's (db): its rows are uncommitted
+            pytest.fail(
+                "a Celery worker process cannot see this test's uncommitted rows: ask for "
+                "transactional_db (or pytest.mark.django_db(transaction=True))",
+                pytrace=False,
+            )
         self.process = subprocess.Popen(
             celery_worker_command("--concurrency=1"),
             cwd=ROOT,
@@ -82,14 +88,7 @@ class Worker:
 @contextmanager
 def tasks_to_worker(settings: Any) -> Iterator[dict[str, str]]:
     """Send tasks to Redis; yields the environment of a worker for this test's database and
-    the storage ``settings`` point at (set them before entering). The worker is another
-    process: the test's rows must be committed (``transactional_db``)."""
-    if connection.in_atomic_block:
-        pytest.fail(
-            "a Celery worker process cannot see this test's uncommitted rows: ask for "
-            "transactional_db (or pytest.mark.django_db(transaction=True))",
-            pytrace=False,
-        )
+    the storage ``settings`` point at (set them before entering)."""
     database = connection.settings_dict
     env = {
         **os.environ,
