@@ -8,11 +8,12 @@ needs (``.zgroup``, ``.zattrs``, ``.zarray``, ``zarr.json``), never a chunk, int
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from dandizarr.sharding import array_documents
 
 # The files a Zarr node's metadata lives in (v2: group marker, attributes, array; v3: one).
 GROUP_V2 = ".zgroup"
@@ -25,12 +26,12 @@ Documents = Mapping[str, Mapping[str, Any]]
 
 
 def parse_document(raw: bytes) -> dict[str, Any] | None:
-    """A metadata file's JSON object; None for anything else (bad JSON, not an object)."""
+    """A metadata file's JSON object; None for anything else (bad JSON, not an object): the
+    library's one rule of a metadata document (dandizarr.sharding.array_documents)."""
     try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        return array_documents.parse_document(raw)
+    except array_documents.MetadataError:
         return None
-    return doc if isinstance(doc, dict) else None
 
 
 def join(directory: str, name: str) -> str:

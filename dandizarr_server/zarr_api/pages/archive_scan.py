@@ -21,7 +21,7 @@ from dandizarr_server.zarr_api.pages.arrays import (
     MAX_DIRECTORIES,
     MAX_METADATA_BYTES,
     ArrayInfo,
-    describe,
+    describe_document,
 )
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
 from dandizarr_server.zarr_api.tree import ListingSource
@@ -91,8 +91,8 @@ def scan_archive(tree: ListingSource, files: ArchiveFiles) -> ArchiveScan:
                 if doc is None:
                     continue
                 documents[path] = doc
-                if name in (ARRAY_V2, NODE_V3) and raw is not None:
-                    info = describe(directory, name, raw)
+                if name in (ARRAY_V2, NODE_V3):
+                    info = describe_document(directory, name, doc)  # parsed once, above
             if info is not None:
                 found.append(info)
                 continue

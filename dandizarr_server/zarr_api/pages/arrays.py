@@ -87,12 +87,17 @@ def _v3_codecs(doc: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None]:
 
 def describe(path: str, name: str, raw: bytes) -> ArrayInfo | None:
     """The array whose metadata file ``path/name`` holds ``raw``; None for a group or a file
-    that is no JSON object (the library's one reader: dandizarr.sharding.array_documents)."""
-    zarr_format = 2 if name == ARRAY_V2 else 3
+    that is no JSON object."""
     try:
-        doc = parse_document(raw)
+        return describe_document(path, name, parse_document(raw))
     except MetadataError:
         return None
+
+
+def describe_document(path: str, name: str, doc: Mapping[str, Any]) -> ArrayInfo | None:
+    """The array whose metadata file ``path/name`` parsed to ``doc``; None for a group (the
+    library's one reader: dandizarr.sharding.array_documents)."""
+    zarr_format = 2 if name == ARRAY_V2 else 3
     if name == ARRAY_V3 and doc.get("node_type") != "array":
         return None
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dandizarr.objectstore.multipart import MAX_PARTS
 from dandizarr_server.zarr_api.declarations import FileDeclaration
 from dandizarr_server.zarr_api.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.parsers.problems import (
@@ -61,6 +62,8 @@ def _size_problem(file: dict[str, object]) -> str | None:
         return "parts need the file's size"
     if not isinstance(parts, list) or not parts:
         return "parts must be a list of md5s, one per part"
+    if len(parts) > MAX_PARTS:  # checked before any part is looked at
+        return f"{len(parts)} parts: S3 takes at most {MAX_PARTS}"
     if any(etag_problem(part) for part in parts):
         return "each part must be an md5 as 32 lowercase hex digits"
     return None
