@@ -41,8 +41,8 @@ def _md5(data: bytes) -> str:
 def _seed(archive: Any, paths: list[str]) -> None:
     """Write the files and their .checksum tree (as an audit would) without 100k API calls."""
     from dandizarr.checksums import compute_tree, encode_checksum_file
-    from dandizarr_server.zarr_api.keys import checksum_key
-    from dandizarr_server.zarr_api.storage import get_store
+    from dandizarr_server.zarr_api.domain.keys import checksum_key
+    from dandizarr_server.zarr_api.runtime.storage import get_store
 
     store = get_store()
     body = b"x" * 64
@@ -73,12 +73,12 @@ def _seed(archive: Any, paths: list[str]) -> None:
 def _run(layout: str, paths: list[str], new_paths: list[list[str]]) -> None:
     from django.contrib.auth.models import User
 
-    from dandizarr_server.zarr_api.declarations import FileDeclaration
+    from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
     from dandizarr_server.zarr_api.models import Batch
+    from dandizarr_server.zarr_api.runtime.storage import get_store
+    from dandizarr_server.zarr_api.runtime.tree import StorageChecksumTree
     from dandizarr_server.zarr_api.services.dandisets import archive_create, dandiset_create
     from dandizarr_server.zarr_api.services.upload_batches import batch_complete, batch_start
-    from dandizarr_server.zarr_api.storage import get_store
-    from dandizarr_server.zarr_api.tree import StorageChecksumTree
 
     user, _ = User.objects.get_or_create(username=f"bench-{layout}", is_staff=True)
     dandiset = dandiset_create(user=user, name=layout)

@@ -25,7 +25,7 @@ import requests
 from bench.s3_env import _pids_of, archive_created, cpu_seconds, rss_mb
 from dandizarr.checksums import DirectoryEntry, DirectoryListing, FileEntry, encode_checksum_file
 from dandizarr.objectstore.local import LocalObjectStore
-from dandizarr_server.zarr_api.keys import checksum_key, file_key
+from dandizarr_server.zarr_api.domain.keys import checksum_key, file_key
 from tests.support.processes import serve_process
 
 IMAGES = 61

@@ -25,7 +25,7 @@ import requests
 from bench.s3_env import archive_created, timed_get
 from dandizarr.checksums import DirectoryEntry, DirectoryListing, FileEntry, encode_checksum_file
 from dandizarr.objectstore.local import LocalObjectStore
-from dandizarr_server.zarr_api.keys import checksum_key, file_key
+from dandizarr_server.zarr_api.domain.keys import checksum_key, file_key
 from tests.support.processes import serve_process
 
 GRID = 100  # chunks per dimension of s0's z, y and x: GRID**3 chunk files

@@ -15,7 +15,7 @@ import requests
 
 from bench.s3_env import archive_created, timed_get
 from dandizarr.checksums import DirectoryEntry, DirectoryListing, FileEntry, encode_checksum_file
-from dandizarr_server.zarr_api.keys import checksum_key
+from dandizarr_server.zarr_api.domain.keys import checksum_key
 from tests.support.processes import serve_process
 
 FILES = 100_000

@@ -37,7 +37,7 @@ from dandizarr.checksums import (
     compute_tree,
     encode_checksum_file,
 )
-from dandizarr_server.zarr_api.keys import checksum_key
+from dandizarr_server.zarr_api.domain.keys import checksum_key
 
 ROW = 100  # chunk files per row (one leaf directory)
 CHUNK_BYTES = 4096

@@ -115,11 +115,11 @@ def _seed_archive(user: Any, dandiset: Any, name: str, packed: bool) -> Any:
     """An archive of FILES files, its tree in storage, its member rows and shard objects when
     ``packed``; storage holds the loose objects the bench changes or reads."""
     from dandizarr.checksums import compute_tree, encode_checksum_file
-    from dandizarr_server.zarr_api.keys import checksum_key, new_shard_key
+    from dandizarr_server.zarr_api.domain.keys import checksum_key, new_shard_key
     from dandizarr_server.zarr_api.models import Asset, Shard, ShardMember, Version, ZarrArchive
+    from dandizarr_server.zarr_api.runtime.storage import get_store
     from dandizarr_server.zarr_api.services.bulk_rows import rows_insert
     from dandizarr_server.zarr_api.services.dandisets import archive_create
-    from dandizarr_server.zarr_api.storage import get_store
 
     layout = ZarrArchive.Layout.SHARDED if packed else ZarrArchive.Layout.LOOSE
     archive = archive_create(user=user, dandiset=dandiset, name=name, layout=layout)
@@ -201,7 +201,7 @@ def _change_files(user: Any, archive: Any) -> None:
 
     import requests
 
-    from dandizarr_server.zarr_api.declarations import FileDeclaration
+    from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
     from dandizarr_server.zarr_api.services.upload_batches import batch_complete, batch_start
 
     body = b"changed!" * 8
@@ -277,9 +277,9 @@ def _run(weed: Any) -> None:
     from django.test import Client
 
     from dandizarr_server.zarr_api.models import ZarrArchive
+    from dandizarr_server.zarr_api.runtime.storage import get_store
     from dandizarr_server.zarr_api.services.dandisets import dandiset_create
     from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
-    from dandizarr_server.zarr_api.storage import get_store
 
     call_command("migrate", verbosity=0)
     ensure_storage_versioning()  # as ensure_bucket sets a bucket up

@@ -9,7 +9,7 @@ from django_structlog.celery.steps import DjangoStructLogInitStep
 
 from dandizarr_server import task_metrics  # noqa: F401 (connects its signals)
 from dandizarr_server.embedded import MissingSecretKey, require_shared_secret_key
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dandizarr_server.settings")
 

@@ -24,8 +24,8 @@ from django.urls import get_resolver
 from gunicorn.app.base import BaseApplication
 
 from dandizarr_server.gunicorn_worker import HeadFirstThreadWorker
-from dandizarr_server.zarr_api.background import WORKER, start_periodic_tasks
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.background import WORKER, start_periodic_tasks
+from dandizarr_server.zarr_api.runtime.storage import get_store
 
 # Requests served at once: uploads run many PUTs in parallel, and a batch's completion applies
 # it in the request (tasks run inline).

@@ -109,7 +109,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "dandizarr_server.zarr_api.authentication.TokenUserMiddleware",
+    "dandizarr_server.zarr_api.edge.authentication.TokenUserMiddleware",
     # One id per request in every log event, returned as X-Request-ID (see request_ids.py).
     "dandizarr_server.request_ids.RequestIdMiddleware",
     "django_structlog.middlewares.RequestMiddleware",
@@ -155,7 +155,7 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "dandizarr_server.client_address.client_address"
 # API tokens that do not exist are limited per address too (DANDIZARR_TOKEN_FAILURE_RATE, in
-# REST_FRAMEWORK's throttle rates: dandizarr_server.zarr_api.authentication).
+# REST_FRAMEWORK's throttle rates: dandizarr_server.zarr_api.edge.authentication).
 
 # --- Browser security ------------------------------------------------------------------------
 # The pages' policy (dandizarr_server.page_security); responses that carry user bytes set their
@@ -237,12 +237,12 @@ REST_FRAMEWORK = {
     # DRF's browsable API without the inline style the pages' CSP blocks.
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
-        "dandizarr_server.zarr_api.renderers.BrowsableAPIRenderer",
+        "dandizarr_server.zarr_api.edge.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "dandizarr_server.zarr_api.exceptions.exception_handler",
+    "EXCEPTION_HANDLER": "dandizarr_server.zarr_api.edge.exceptions.exception_handler",
     "DEFAULT_PARSER_CLASSES": [
         "dandizarr_server.zarr_api.parsers.json_body.SafeJSONParser",
         "rest_framework.parsers.FormParser",
@@ -251,7 +251,7 @@ REST_FRAMEWORK = {
     # ASCII JSON (non-ASCII as \\uXXXX): an error that echoes a path with a lone surrogate
     # must still encode, and JSON parsers read it back as the same string.
     "UNICODE_JSON": False,
-    # Rate limits (dandizarr_server.zarr_api.throttles): expensive reads per address and per
+    # Rate limits (dandizarr_server.zarr_api.edge.throttles): expensive reads per address and per
     # account, invalid tokens per address, publishes per account.
     "DEFAULT_THROTTLE_RATES": {
         "expensive_anon": env_str("DANDIZARR_THROTTLE_ANON", "300/min"),
@@ -275,7 +275,7 @@ SPECTACULAR_SETTINGS = {
 # The version /api/info/ reports (the app does not import the client package for it).
 DANDIZARR_VERSION = __version__
 
-# Django's cache: the expensive reads' rate counts (dandizarr_server.zarr_api.throttles), cached
+# Django's cache: the expensive reads' rate counts (zarr_api.edge.throttles), cached
 # previews. One process's memory by default (`dandizarr serve` is one process); several web
 # workers share counts only through a shared cache: DANDIZARR_CACHE_URL=redis://host:6379/1.
 _CACHE_URL = env("DANDIZARR_CACHE_URL")
@@ -342,7 +342,7 @@ DANDIZARR_PREVIEW_QUEUE = env_int("DANDIZARR_PREVIEW_QUEUE", 4)
 DANDIZARR_PREVIEW_WAIT_SECONDS = env_int("DANDIZARR_PREVIEW_WAIT_SECONDS", 10)
 DANDIZARR_PREVIEW_SECONDS = env_int("DANDIZARR_PREVIEW_SECONDS", 5)
 
-# Tests only: kill the process at this named step (dandizarr_server.zarr_api.crash.crash_point).
+# Tests only: kill the process at this named step (zarr_api.runtime.crash.crash_point).
 DANDIZARR_CRASH_AT = env("DANDIZARR_CRASH_AT")
 
 # --- The real dandi CLI (docs/api.md, "DANDI clients") ---------------------------------------
@@ -369,7 +369,7 @@ CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
 CELERY_TASK_EAGER_PROPAGATES = True
 # Without a broker, ``dandizarr serve`` runs tasks in a background thread of its process
-# (dandizarr_server.zarr_api.background) instead of inline in the request that scheduled them.
+# (zarr_api.runtime.background) instead of inline in the request that scheduled them.
 DANDIZARR_TASKS_IN_BACKGROUND = CELERY_TASK_ALWAYS_EAGER and env_bool(
     "DANDIZARR_TASKS_IN_BACKGROUND", False
 )

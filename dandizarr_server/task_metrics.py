@@ -14,7 +14,7 @@ from wsgiref.simple_server import WSGIServer
 from celery import signals
 from prometheus_client import REGISTRY, CollectorRegistry, multiprocess, start_http_server
 
-from dandizarr_server.zarr_api.metrics import TASK_SECONDS, TASKS
+from dandizarr_server.zarr_api.runtime.metrics import TASK_SECONDS, TASKS
 
 _started: dict[str, float] = {}
 

@@ -26,6 +26,6 @@ urlpatterns = [
         name="docs",
     ),
     path("", include("dandizarr_server.zarr_api.pages.urls")),
-    path("", include("dandizarr_server.zarr_api.reads_urls")),
+    path("", include("dandizarr_server.zarr_api.routes.reads")),
     path("", include("dandizarr_server.zarr_api.urls")),
 ]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 
-from dandizarr_server.zarr_api.exceptions import error_response
+from dandizarr_server.zarr_api.edge.exceptions import error_response
 
 # What the user-content host serves: the local backend's storage URLs, the archive as HTTP.
 USER_CONTENT_PATHS = ("/storage/", "/zarr/")

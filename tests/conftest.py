@@ -209,7 +209,7 @@ def seaweedfs_bucket(seaweedfs: SeaweedS3) -> str:
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Iterator[None]:
     """Each test starts with an empty Django cache: the expensive reads' rate counts
-    (dandizarr_server.zarr_api.throttles) and cached previews of one test never reach the next."""
+    (zarr_api.edge.throttles) and cached previews of one test never reach the next."""
     from django.core.cache import cache
 
     cache.clear()

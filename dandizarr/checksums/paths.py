@@ -2,7 +2,7 @@
 
 To the tree hash an archive path is a non-empty, relative, ``/``-separated string with no
 empty, ``.`` or ``..`` segment: any name is hashable. Storage adds its own limits on top
-(``dandizarr.objectstore.keys``), and the service its own (``dandizarr_server.zarr_api.paths``).
+(``dandizarr.objectstore.keys``), and the service its own (``zarr_api.domain.paths``).
 """
 
 from __future__ import annotations

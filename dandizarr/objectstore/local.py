@@ -1,6 +1,6 @@
 """The local-filesystem backend (``LocalObjectStore``): each object is a plain file at
 ``root/<key>``, with presigned URLs served by the web app
-(``dandizarr_server.zarr_api.local_storage_views``).
+(``dandizarr_server.zarr_api.views.local_storage``).
 
 This module owns the store's public surface and re-exports the names its users need
 (``InvalidKey``, ``BadDigest``, ``TEMP_PREFIX``). How an object is kept as a file (atomic
@@ -69,7 +69,7 @@ class LocalObjectStore(ObjectStore):
         self.root.mkdir(parents=True, exist_ok=True)
         self.public_url = public_url.rstrip("/")
         # Presigned URLs point at the web app's storage view
-        # (dandizarr_server.zarr_api.local_storage_urls).
+        # (dandizarr_server.zarr_api.routes.local_storage).
         self.storage_url = f"{self.public_url}/storage"
         self.secret_key = secret_key
         # Flush each object to disk before publishing it (a power loss then never exposes an

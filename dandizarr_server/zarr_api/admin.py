@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from dandizarr_server.zarr_api.exceptions import DomainError
+from dandizarr_server.zarr_api.edge.exceptions import DomainError
 from dandizarr_server.zarr_api.models import (
     ArchiveVersion,
     Asset,

@@ -13,7 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from dandizarr.checksums import EMPTY_DIGEST
-from dandizarr_server.zarr_api import keys
+from dandizarr_server.zarr_api.domain import keys
 
 
 class Dandiset(models.Model):
@@ -21,7 +21,7 @@ class Dandiset(models.Model):
         # Everyone reads it.
         OPEN = "OPEN"
         # Private: its owners and staff alone see anything of it
-        # (dandizarr_server.zarr_api.permissions).
+        # (dandizarr_server.zarr_api.domain.permissions).
         EMBARGOED = "EMBARGOED"
         # Released by its owners; still private until the release's work is done.
         UNEMBARGOING = "UNEMBARGOING"

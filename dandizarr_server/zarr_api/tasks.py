@@ -1,6 +1,6 @@
 """Celery tasks: thin wrappers around services, idempotent and acknowledged late.
 
-Services schedule these by name through ``dandizarr_server.zarr_api.scheduling``; the names are
+Services schedule these by name through ``zarr_api.runtime.scheduling``; the names are
 ``dandizarr_server.zarr_api.tasks.<function>`` (the beat schedule in settings uses them too).
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 from celery import Task, shared_task
 from django.conf import settings
 
-from dandizarr_server.zarr_api.scheduling import APPLY_TREE_UPDATES, schedule_on_commit
+from dandizarr_server.zarr_api.runtime.scheduling import APPLY_TREE_UPDATES, schedule_on_commit
 from dandizarr_server.zarr_api.selectors.lookups import archives_with_stalled_tree_updates
 from dandizarr_server.zarr_api.services.compaction import shard_compact
 from dandizarr_server.zarr_api.services.conversion import (

@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from dandizarr_server.zarr_api import dandi_urls
+from dandizarr_server.zarr_api.routes import dandi as dandi_urls
 from dandizarr_server.zarr_api.views import archives, dandisets, files, versions
 
 zarr = "api/zarr/<str:zarr_id>/"
@@ -56,5 +56,5 @@ urlpatterns = [
     # The unambiguous form of browsing, and the spec's form (upload/ and files/ win there).
     path(zarr + "files/<path:path>", files.FilesView.as_view(), name="zarr-file"),
     path(zarr + "<path:path>", files.FilesView.as_view(), name="zarr-path"),
-    path("storage/", include("dandizarr_server.zarr_api.local_storage_urls")),
+    path("storage/", include("dandizarr_server.zarr_api.routes.local_storage")),
 ]

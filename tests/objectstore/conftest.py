@@ -16,7 +16,7 @@ from django.conf import LazySettings
 from dandizarr.objectstore import ObjectStore
 from dandizarr.objectstore.local import LocalObjectStore
 from dandizarr.objectstore.s3 import S3ObjectStore
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from tests.support import seaweedfs as seaweedfs_credentials
 from tests.support.fixture_params import fixture_params
 from tests.support.seaweedfs import SeaweedS3

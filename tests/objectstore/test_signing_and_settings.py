@@ -11,7 +11,7 @@ from django.conf import LazySettings
 from dandizarr.objectstore import signing
 from dandizarr.objectstore.local import LocalObjectStore
 from dandizarr.objectstore.s3 import S3ObjectStore
-from dandizarr_server.zarr_api.storage import get_store, reset_store_cache
+from dandizarr_server.zarr_api.runtime.storage import get_store, reset_store_cache
 
 SECRET = "test-secret"
 MD5 = "0123456789abcdef0123456789abcdef"

@@ -18,10 +18,10 @@ from rest_framework.test import APIClient
 from dandizarr.checksums import compute_tree
 from dandizarr.objectstore import ObjectStore
 from dandizarr.objectstore.local import LocalObjectStore
-from dandizarr_server.zarr_api.keys import file_key, files_prefix
+from dandizarr_server.zarr_api.domain.keys import file_key, files_prefix
 from dandizarr_server.zarr_api.models import Asset, Batch, BatchFile, Dandiset, ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.reconciliation import due_batches_reconcile
-from dandizarr_server.zarr_api.storage import get_store
 
 SAMPLE_FILES = {
     ".zgroup": b'{"zarr_format": 2}',

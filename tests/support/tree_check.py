@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 
 from dandizarr.checksums import DirectoryListing, compute_tree, decode_checksum_file
-from dandizarr_server.zarr_api.keys import checksums_prefix, files_prefix
+from dandizarr_server.zarr_api.domain.keys import checksums_prefix, files_prefix
 from dandizarr_server.zarr_api.models import ShardMember, ZarrArchive
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 
 
 def assert_tree_matches_storage(zarr_id: str) -> None:

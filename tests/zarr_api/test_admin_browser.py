@@ -20,7 +20,7 @@ import pytest
 from django.core.management import call_command
 
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from tests.support.api import Actor, storage_listing, upload
 from tests.support.tree_check import assert_tree_matches_storage
 

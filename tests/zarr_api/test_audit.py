@@ -12,11 +12,11 @@ from django.utils import timezone
 
 from dandizarr.objectstore import ObjectInfo
 from dandizarr_server.zarr_api import tasks
-from dandizarr_server.zarr_api.exceptions import Conflict
-from dandizarr_server.zarr_api.keys import checksum_key
+from dandizarr_server.zarr_api.domain.keys import checksum_key
+from dandizarr_server.zarr_api.edge.exceptions import Conflict
 from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.audit import AUDIT_ATTEMPTS, archive_audit
-from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, upload
 from tests.support.database import another_connection
 from tests.support.tree_check import assert_tree_matches_storage

@@ -1,7 +1,6 @@
 """``dandizarr serve`` without a broker: tasks run in a background thread of the server process
-(``dandizarr_server.zarr_api.background``), not in the request that scheduled them, and the beat
-schedule's
-sweeps run there periodically."""
+(``zarr_api.runtime.background``), not in the request that scheduled them, and the beat
+schedule's sweeps run there periodically."""
 
 from __future__ import annotations
 
@@ -9,8 +8,8 @@ import time
 
 import pytest
 
-from dandizarr_server.zarr_api.background import WORKER, start_periodic_tasks
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.runtime.background import WORKER, start_periodic_tasks
 from tests.support.api import Actor, cancel_while_storage_is_down, upload
 from tests.support.tree_check import assert_tree_matches_storage
 

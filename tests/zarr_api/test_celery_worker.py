@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from tests.support.api import Actor, create_archive, upload
 from tests.support.celery_worker import (
     VISIBILITY_TIMEOUT_SECONDS,

@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
-from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, md5, upload
 from tests.support.tree_check import assert_tree_matches_storage
 

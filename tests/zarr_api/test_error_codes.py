@@ -19,8 +19,8 @@ from rest_framework.test import APIClient
 
 from dandizarr.client import errors as client_errors
 from dandizarr_server import gunicorn_worker
-from dandizarr_server.zarr_api import exceptions
-from dandizarr_server.zarr_api.throttles import too_many_requests
+from dandizarr_server.zarr_api.edge import exceptions
+from dandizarr_server.zarr_api.edge.throttles import too_many_requests
 from dandizarr_server.zarr_api.views import server_errors
 from tests.support.api import Actor, create_archive, make_actor, md5
 from tests.support.sharded import array_files, build_shards

@@ -1,5 +1,5 @@
 """Browsing reads each .checksum once per tree version
-(dandizarr_server.zarr_api.tree.ListingCache)."""
+(dandizarr_server.zarr_api.runtime.tree.ListingCache)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,14 @@ from celery.exceptions import Retry
 
 from dandizarr.checksums import DirectoryListing, FileEntry
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.runtime.tree import (
+    CachedTree,
+    CacheKey,
+    ListingCache,
+    StorageChecksumTree,
+)
 from dandizarr_server.zarr_api.services import tree_updates
 from dandizarr_server.zarr_api.services.audit import archive_audit
-from dandizarr_server.zarr_api.tree import CachedTree, CacheKey, ListingCache, StorageChecksumTree
 from tests.support.api import Actor, md5, upload
 from tests.support.tree_check import assert_tree_matches_storage
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dandizarr_server.zarr_api.models import Batch, Dandiset
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from tests.support.api import Actor, md5, put, upload
 
 

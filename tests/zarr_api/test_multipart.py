@@ -14,12 +14,12 @@ import requests
 
 from dandizarr.objectstore.base import content_md5_header
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_audit import archive_audit_report
 from dandizarr_server.zarr_api.services import upload_batches
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.multipart_uploads import abandoned_uploads_abort
 from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
-from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, expected_checksum, let_upload_urls_expire
 from tests.support.celery_worker import Worker, needs_redis, tasks_to_worker
 from tests.support.multipart import (

@@ -20,8 +20,8 @@ from dandizarr.checksums import DirectoryListing, FileEntry
 from dandizarr.checksums.listing import DirectoryEntry
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.pages.preview import PREVIEW_SIDE, preview_size, render_png
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree
-from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor
 from tests.support.pages import create, png_pixels
 

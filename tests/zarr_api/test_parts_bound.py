@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dandizarr.objectstore.multipart import MAX_PARTS
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_upload_files
 
 

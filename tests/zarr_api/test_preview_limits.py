@@ -23,10 +23,10 @@ from django.test import Client
 from PIL import Image
 
 from dandizarr.sharding.codecs.compression import BloscCodec, DecodedSizeError, GzipCodec, ZstdCodec
-from dandizarr_server.zarr_api.keys import file_key
+from dandizarr_server.zarr_api.domain.keys import file_key
 from dandizarr_server.zarr_api.pages import render_pool
 from dandizarr_server.zarr_api.pages.arrays import describe, plane_plan
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from tests.support.api import Actor, upload
 
 BOMB_BYTES = 64 << 20  # what each bomb chunk decompresses to

@@ -3,7 +3,7 @@ project defines, with an anonymous request and with a stranger's token, then wit
 
 Each route is in ``ROUTES`` with what it is about; a route added to the project and not to
 ``ROUTES`` fails the walk, so no new read path escapes the one permission rule
-(dandizarr_server.zarr_api.permissions, through dandizarr_server.zarr_api.selectors.lookups). The
+(zarr_api.domain.permissions, through dandizarr_server.zarr_api.selectors.lookups). The
 admin is staff-only as a whole.
 """
 

@@ -11,9 +11,9 @@ import pytest
 import requests
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.audit import archive_audit
 from dandizarr_server.zarr_api.services.recovery import unfinished_batch_ends_finish
-from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import (
     Actor,
     batch_start_urls,

@@ -12,8 +12,8 @@ import requests
 from dandizarr.objectstore import ListingOrderError
 from dandizarr.objectstore.base import content_md5_header
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.audit import archive_audit
-from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import (
     SAMPLE_FILES,
     Actor,

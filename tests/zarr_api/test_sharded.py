@@ -13,9 +13,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from dandizarr_server.zarr_api.models import Batch, Shard, ShardMember, ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.shard_members import member_locations, packed_paths
 from dandizarr_server.zarr_api.services.audit import archive_audit
-from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import (
     Actor,
     create_archive,

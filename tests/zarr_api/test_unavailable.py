@@ -22,7 +22,7 @@ from rest_framework.exceptions import NotAuthenticated
 
 from dandizarr.objectstore import ObjectStoreError
 from dandizarr_server.celery import app
-from dandizarr_server.zarr_api.exceptions import NotFound, exception_handler
+from dandizarr_server.zarr_api.edge.exceptions import NotFound, exception_handler
 from dandizarr_server.zarr_api.models import Batch
 from dandizarr_server.zarr_api.tasks import resume_stalled_tree_updates
 from tests.support.api import Actor, upload

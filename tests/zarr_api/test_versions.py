@@ -16,10 +16,10 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.audit import archive_audit
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
-from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import Actor, create_archive, expected_checksum, md5, upload
 from tests.support.fixture_params import fixture_params
 from tests.support.versions import add_asset, publish, read, state_of, versions

@@ -20,8 +20,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
-from dandizarr_server.zarr_api.storage import get_store
 from tests.support.api import (
     Actor,
     create_archive,

@@ -24,7 +24,7 @@ from dandizarr_server.zarr_api.pages.arrays import (
     describe_document,
 )
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
-from dandizarr_server.zarr_api.tree import ListingSource
+from dandizarr_server.zarr_api.runtime.tree import ListingSource
 
 # The metadata bytes one scan reads and parses at most (each document at most
 # MAX_METADATA_BYTES): past it the scan stops, ``truncated``. Of those, the bytes validated

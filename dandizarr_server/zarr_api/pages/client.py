@@ -8,7 +8,7 @@ from django.http import FileResponse, HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
 from dandizarr_server.client_wheel import client_wheel, wheel_name
-from dandizarr_server.zarr_api.exceptions import error_response
+from dandizarr_server.zarr_api.edge.exceptions import error_response
 
 # Under the data directory: one built wheel per set of sources, kept across restarts.
 CACHE_DIRECTORY = "client"

@@ -28,8 +28,8 @@ from dandizarr_server.zarr_api.pages.arrays import (
 )
 from dandizarr_server.zarr_api.pages.plane_reads import read_selection
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree_cached
-from dandizarr_server.zarr_api.storage import get_store
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from PIL import Image
 from dandizarr.ome.preview_choice import ChannelDraw
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
-from dandizarr_server.zarr_api.tree import tree_version
+from dandizarr_server.zarr_api.runtime.tree import tree_version
 
 PREVIEW_SIDE = 512
 # Cached previews and array lists outlive no tree version (the key holds it) and a day.

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from dandizarr.objectstore import ObjectStore
 from dandizarr.sharding.store import ObjectStoreKV, RangeRead
-from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.runtime.tree import absent_files
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree_cached
 from dandizarr_server.zarr_api.selectors.file_bytes import file_location
 from dandizarr_server.zarr_api.selectors.shard_members import (
@@ -24,7 +25,6 @@ from dandizarr_server.zarr_api.selectors.shard_members import (
     member_location,
     member_locations,
 )
-from dandizarr_server.zarr_api.tree import absent_files
 
 # A path that is no file of the version read (a chunk never written: the fill value).
 _ABSENT = MemberLocation("", 0, 0)

@@ -11,16 +11,16 @@ from django.conf import settings
 from django.db.models import Count, Prefetch
 
 from dandizarr.checksums import DirectoryListing
-from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.domain.permissions import Requester
+from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import Batch, Dandiset, ZarrArchive
 from dandizarr_server.zarr_api.pages import ome, preview, render_pool
 from dandizarr_server.zarr_api.pages.arrays import ArrayInfo, Unsupported
 from dandizarr_server.zarr_api.pages.plane_reads import read_plane
 from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
-from dandizarr_server.zarr_api.permissions import Requester
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import DirectoryNode
 from dandizarr_server.zarr_api.selectors.lookups import archives_annotated, readable_dandisets_list
-from dandizarr_server.zarr_api.storage import get_store
 
 BATCHES_SHOWN = 50
 

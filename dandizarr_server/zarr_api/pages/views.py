@@ -16,21 +16,21 @@ from django.views.decorators.http import require_safe
 from dandizarr.objectstore import ObjectStoreError
 from dandizarr.objectstore.user_bytes import INERT_HEADERS
 from dandizarr_server import client_wheel
-from dandizarr_server.zarr_api.exceptions import (
+from dandizarr_server.zarr_api.domain.paths import directory_problem
+from dandizarr_server.zarr_api.edge.exceptions import (
     DomainError,
     NotFound,
     ValidationFailed,
     error_response,
 )
+from dandizarr_server.zarr_api.edge.throttles import throttled
 from dandizarr_server.zarr_api.pages import ome, preview, reads
 from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
 from dandizarr_server.zarr_api.parsers.paging import positive_int
-from dandizarr_server.zarr_api.paths import directory_problem
 from dandizarr_server.zarr_api.selectors.archive_contents import FileNode, node_get
 from dandizarr_server.zarr_api.selectors.archive_state import archive_state
 from dandizarr_server.zarr_api.selectors.archive_versions import archive_versions
 from dandizarr_server.zarr_api.selectors.lookups import annotated_archive_get, archive_get
-from dandizarr_server.zarr_api.throttles import throttled
 
 PAGE_SIZE = 200
 # The archive and tree pages link this many of the newest versions; the older ones through the

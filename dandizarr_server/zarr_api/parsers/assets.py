@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
-from dandizarr_server.zarr_api.paths import path_problem
+from dandizarr_server.zarr_api.domain.paths import path_problem
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping
 
 from dandizarr.objectstore.base import md5_hex_from_content_md5
-from dandizarr_server.zarr_api.declarations import FileDeclaration
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.parsers.problems import (
     Problem,
     check_batch_size,

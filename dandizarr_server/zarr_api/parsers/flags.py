@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework.request import Request
 
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 
 TRUE = frozenset({"1", "true", "yes"})
 FALSE = frozenset({"0", "false", "no", ""})

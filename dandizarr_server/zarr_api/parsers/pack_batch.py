@@ -8,10 +8,10 @@ from typing import Any, TypeGuard
 from django.conf import settings
 
 from dandizarr.sharding.archive_packing import MemberRecord, member_problems
-from dandizarr_server.zarr_api.declarations import MemberDeclaration, ShardDeclaration
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.domain.declarations import MemberDeclaration, ShardDeclaration
+from dandizarr_server.zarr_api.domain.paths import etag_problem, path_problem, shard_name_problem
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.parsers.problems import Problem, check_unique, invalid
-from dandizarr_server.zarr_api.paths import etag_problem, path_problem, shard_name_problem
 
 
 def _is_count(value: object) -> TypeGuard[int]:

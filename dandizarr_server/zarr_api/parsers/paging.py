@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from rest_framework.settings import api_settings
 
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 
 # The most entries a page of a list holds, whatever ``page_size`` asks for.
 PAGE_SIZE_MAX = 1000

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from django.conf import settings
 
 from dandizarr.checksums.paths import folded_clashes, portable_path_problem
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
-from dandizarr_server.zarr_api.paths import path_problem
+from dandizarr_server.zarr_api.domain.paths import path_problem
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 
 # One problem of a body: {"path": ..., "problem": ...}; a 400 lists them all in "paths".
 Problem = dict[str, object]

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from dandizarr.objectstore.multipart import MAX_PARTS
-from dandizarr_server.zarr_api.declarations import FileDeclaration
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
+from dandizarr_server.zarr_api.domain.paths import etag_problem
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.parsers.problems import (
     Problem,
     check_batch_size,
     check_paths,
     invalid,
 )
-from dandizarr_server.zarr_api.paths import etag_problem
 
 
 def _objects(data: object, shape: str) -> list[dict[str, object]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 
-from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import Dandiset
 from dandizarr_server.zarr_api.selectors.lookups import parse_row_id
 

@@ -16,7 +16,7 @@ from django.db.models import Count, Max, Q
 from dandizarr.checksums import DirectoryListing, TreeSummary, compute_tree, is_md5
 from dandizarr.objectstore import ListingOrderError, ObjectInfo, ObjectStore
 from dandizarr.sharding.archive_packing import MemberRecord, verify_members
-from dandizarr_server.zarr_api.keys import ARCHIVE_ROOTS
+from dandizarr_server.zarr_api.domain.keys import ARCHIVE_ROOTS
 from dandizarr_server.zarr_api.models import (
     BUSY_STATES,
     ArchiveVersion,
@@ -24,12 +24,12 @@ from dandizarr_server.zarr_api.models import (
     Shard,
     ZarrArchive,
 )
+from dandizarr_server.zarr_api.runtime.storage import STREAM_BLOCK, get_store
+from dandizarr_server.zarr_api.runtime.tree import StorageChecksumTree
 from dandizarr_server.zarr_api.selectors.draft_trees import archive_tree
 from dandizarr_server.zarr_api.selectors.shard_members import live_members
 from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5
 from dandizarr_server.zarr_api.selectors.version_trees import version_tree
-from dandizarr_server.zarr_api.storage import STREAM_BLOCK, get_store
-from dandizarr_server.zarr_api.tree import StorageChecksumTree
 
 
 @dataclass

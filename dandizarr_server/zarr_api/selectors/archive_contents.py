@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from dandizarr.checksums import DirectoryListing, FileState
 from dandizarr.checksums.paths import folded
-from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
+from dandizarr_server.zarr_api.runtime.tree import CachedTree, ListingSource, StorageChecksumTree
 from dandizarr_server.zarr_api.selectors.draft_trees import archive_tree, draft_tree_cached
 from dandizarr_server.zarr_api.selectors.version_trees import VersionTree, version_tree
-from dandizarr_server.zarr_api.tree import CachedTree, ListingSource, StorageChecksumTree
 
 
 def archive_tree_cached(archive: ZarrArchive) -> CachedTree | VersionTree:

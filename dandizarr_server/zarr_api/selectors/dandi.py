@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Max, Sum
 
-from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import Asset, Dandiset, Version, ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import (
     DirectoryNode,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from dandizarr_server.zarr_api.models import ZarrArchive
-from dandizarr_server.zarr_api.storage import get_store
-from dandizarr_server.zarr_api.tree import (
+from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.runtime.tree import (
     CachedTree,
     ListingCache,
     StorageChecksumTree,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q
 
-from dandizarr_server.zarr_api.keys import split_upload_key
+from dandizarr_server.zarr_api.domain.keys import split_upload_key
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Dandiset, Shard
 from dandizarr_server.zarr_api.selectors.lookups import parse_zarr_id
 

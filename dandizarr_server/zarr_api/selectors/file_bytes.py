@@ -6,8 +6,8 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from dandizarr_server.zarr_api.exceptions import NotFound
-from dandizarr_server.zarr_api.keys import file_key
+from dandizarr_server.zarr_api.domain.keys import file_key
+from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree_cached
 from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, member_location

@@ -9,7 +9,12 @@ from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from dandizarr_server.zarr_api.exceptions import Conflict, NotFound, SignInRequired
+from dandizarr_server.zarr_api.domain.permissions import (
+    Requester,
+    readable_dandisets,
+    user_can_read,
+)
+from dandizarr_server.zarr_api.edge.exceptions import Conflict, NotFound, SignInRequired
 from dandizarr_server.zarr_api.models import (
     CHANGING_STATES,
     ArchiveVersion,
@@ -20,7 +25,6 @@ from dandizarr_server.zarr_api.models import (
     Version,
     ZarrArchive,
 )
-from dandizarr_server.zarr_api.permissions import Requester, readable_dandisets, user_can_read
 from dandizarr_server.zarr_api.selectors.open_batches import open_batches
 
 # The largest primary key a database row can have (a 64-bit signed integer).
@@ -49,7 +53,7 @@ _KNOWN_VERSIONS = 100_000
 
 
 def archive_get(zarr_id: str | uuid.UUID, requester: Requester | None) -> ZarrArchive:
-    """The archive, if ``requester`` may read it (dandizarr_server.zarr_api.permissions); else, as
+    """The archive, if ``requester`` may read it (zarr_api.domain.permissions); else, as
     when there
     is none, NotFound."""
     parsed = parse_zarr_id(zarr_id)

@@ -21,12 +21,12 @@ from typing import Any
 from django.conf import settings
 
 from dandizarr.objectstore.signing import quote_key
-from dandizarr_server.zarr_api.keys import file_key
+from dandizarr_server.zarr_api.domain.keys import file_key
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import files_below
 from dandizarr_server.zarr_api.selectors.file_bytes import file_location
 from dandizarr_server.zarr_api.selectors.shard_members import iter_member_bytes, member_locations
-from dandizarr_server.zarr_api.storage import get_store
 
 PAGE = 1000
 INLINE_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"})

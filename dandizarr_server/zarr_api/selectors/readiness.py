@@ -26,8 +26,8 @@ from django.conf import settings
 from django.db import connection
 from kombu import Connection
 
-from dandizarr_server.zarr_api.keys import READINESS_PROBE_KEY
-from dandizarr_server.zarr_api.storage import get_probe_store
+from dandizarr_server.zarr_api.domain.keys import READINESS_PROBE_KEY
+from dandizarr_server.zarr_api.runtime.storage import get_probe_store
 
 logger = logging.getLogger(__name__)
 

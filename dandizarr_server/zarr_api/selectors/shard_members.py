@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from dandizarr.sharding.archive_packing import MemberRecord
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
-from dandizarr_server.zarr_api.storage import STREAM_BLOCK, get_store
+from dandizarr_server.zarr_api.runtime.storage import STREAM_BLOCK, get_store
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,14 @@ from dandizarr.checksums import (
     TreeSummary,
     changed_tree,
 )
-from dandizarr_server.zarr_api.exceptions import NotFound, ServiceUnavailable
-from dandizarr_server.zarr_api.keys import file_key
+from dandizarr_server.zarr_api.domain.keys import file_key
+from dandizarr_server.zarr_api.edge.exceptions import NotFound, ServiceUnavailable
 from dandizarr_server.zarr_api.models import ArchiveVersion, FileHistory, ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.runtime.tree import CachedTree
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
 from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, member_location
 from dandizarr_server.zarr_api.selectors.stored_md5s import proven_etags
-from dandizarr_server.zarr_api.storage import get_store
-from dandizarr_server.zarr_api.tree import CachedTree
 
 # Versions whose frozen listings this process keeps (each holds the listings its rows reach).
 _KEPT_VERSIONS = 16

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
-from dandizarr_server.zarr_api.exceptions import Conflict, ValidationFailed
+from dandizarr_server.zarr_api.edge.exceptions import Conflict, ValidationFailed
 from dandizarr_server.zarr_api.models import Dandiset
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.db.models import Max
 
-from dandizarr_server.zarr_api.exceptions import Conflict
+from dandizarr_server.zarr_api.edge.exceptions import Conflict
 from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
 from dandizarr_server.zarr_api.selectors.lookups import require_draft
 

@@ -8,9 +8,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from dandizarr.checksums import DirectoryListing, FileState
-from dandizarr_server.zarr_api.crash import crash_point
-from dandizarr_server.zarr_api.exceptions import Conflict
+from dandizarr_server.zarr_api.edge.exceptions import Conflict
 from dandizarr_server.zarr_api.models import Batch, ShardMember, ZarrArchive
+from dandizarr_server.zarr_api.runtime.crash import crash_point
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_audit import (
     AuditFindings,
     AuditReport,
@@ -27,7 +28,6 @@ from dandizarr_server.zarr_api.services.archive_locks import (
 from dandizarr_server.zarr_api.services.batch_endings import batch_endings_settle
 from dandizarr_server.zarr_api.services.file_history import replaced_record
 from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
-from dandizarr_server.zarr_api.storage import get_store
 
 # How many times an audit reads the archive again when it changed between the report and the
 # repair (a batch started, a tree update applied) before it gives up.

@@ -15,11 +15,12 @@ from django.utils import timezone
 
 from dandizarr.objectstore import ObjectInfo
 from dandizarr.objectstore.keys import key_problem
-from dandizarr_server.zarr_api.crash import crash_point
-from dandizarr_server.zarr_api.exceptions import Conflict, unavailable_service
+from dandizarr_server.zarr_api.domain.permissions import Requester, recorded_user
+from dandizarr_server.zarr_api.edge.exceptions import Conflict, unavailable_service
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
-from dandizarr_server.zarr_api.permissions import Requester, recorded_user
-from dandizarr_server.zarr_api.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.runtime.crash import crash_point
+from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
 from dandizarr_server.zarr_api.selectors.shard_members import packed_paths
 from dandizarr_server.zarr_api.selectors.stored_md5s import stored_md5s
@@ -27,7 +28,6 @@ from dandizarr_server.zarr_api.services.archive_locks import lock_archive, next_
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
 from dandizarr_server.zarr_api.services.shard_objects import discard_shards
 from dandizarr_server.zarr_api.services.url_lifetimes import reconcile_when_urls_expire
-from dandizarr_server.zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)
 

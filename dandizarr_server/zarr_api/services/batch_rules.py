@@ -10,12 +10,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from dandizarr.checksums.paths import basename, directories_above, folded, parent
-from dandizarr_server.zarr_api import metrics
-from dandizarr_server.zarr_api.declarations import FileDeclaration
-from dandizarr_server.zarr_api.exceptions import Conflict, NotFound, ValidationFailed
+from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
+from dandizarr_server.zarr_api.domain.permissions import Requester, recorded_user, require_writer
+from dandizarr_server.zarr_api.edge.exceptions import Conflict, NotFound, ValidationFailed
 from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
 from dandizarr_server.zarr_api.parsers.problems import Problem, invalid
-from dandizarr_server.zarr_api.permissions import Requester, recorded_user, require_writer
+from dandizarr_server.zarr_api.runtime import metrics
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot, archive_snapshot
 from dandizarr_server.zarr_api.selectors.expected_uploads import declared_at
 from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch, open_batch_find
@@ -26,7 +27,6 @@ from dandizarr_server.zarr_api.services.archive_locks import (
 from dandizarr_server.zarr_api.services.batch_endings import batch_endings_settle
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
 from dandizarr_server.zarr_api.services.url_lifetimes import upload_urls_issued
-from dandizarr_server.zarr_api.storage import get_store
 
 # Marks the upload batch that DANDI's POST files/ opened (and that later POST files/ add to).
 OPEN_UPLOAD_NOTE = "open upload (POST files/)"

@@ -10,9 +10,9 @@ from django.db import transaction
 
 from dandizarr.sharding.archive_packing import MemberRecord
 from dandizarr_server.zarr_api.models import Shard, ShardMember
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.archive_locks import lock_tree
 from dandizarr_server.zarr_api.services.shard_objects import ShardPiece, shard_write
-from dandizarr_server.zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)
 

@@ -21,10 +21,11 @@ from dandizarr.sharding.archive_packing import (
     find_grids,
     plan_shards,
 )
-from dandizarr_server.zarr_api.exceptions import Conflict
+from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.edge.exceptions import Conflict
 from dandizarr_server.zarr_api.models import Batch, ShardMember, ZarrArchive
-from dandizarr_server.zarr_api.permissions import Requester, require_writer
-from dandizarr_server.zarr_api.scheduling import CONVERT_ARCHIVE, schedule_on_commit
+from dandizarr_server.zarr_api.runtime.scheduling import CONVERT_ARCHIVE, schedule_on_commit
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import files_below
 from dandizarr_server.zarr_api.selectors.shard_members import packed_paths
 from dandizarr_server.zarr_api.services.archive_locks import (
@@ -33,7 +34,6 @@ from dandizarr_server.zarr_api.services.archive_locks import (
 )
 from dandizarr_server.zarr_api.services.member_locations import stale_loose_copies_delete
 from dandizarr_server.zarr_api.services.shard_objects import ShardPiece, shard_write
-from dandizarr_server.zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)
 

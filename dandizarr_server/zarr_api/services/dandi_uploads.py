@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
-from dandizarr_server.zarr_api.declarations import FileDeclaration
-from dandizarr_server.zarr_api.exceptions import Conflict, NotFound
+from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
+from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.edge.exceptions import Conflict, NotFound
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
-from dandizarr_server.zarr_api.permissions import Requester, require_writer
-from dandizarr_server.zarr_api.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
 from dandizarr_server.zarr_api.selectors.expected_uploads import declared_files
 from dandizarr_server.zarr_api.selectors.open_batches import open_batch_find
@@ -48,7 +49,6 @@ from dandizarr_server.zarr_api.services.upload_batches import (
     uploaded_files_verify,
 )
 from dandizarr_server.zarr_api.services.url_lifetimes import reconcile_when_urls_expire
-from dandizarr_server.zarr_api.storage import get_store
 
 
 def _require_open_upload(archive: ZarrArchive, batch: Batch) -> None:

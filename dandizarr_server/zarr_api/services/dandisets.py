@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from dandizarr_server.zarr_api.exceptions import Forbidden, ValidationFailed
+from dandizarr_server.zarr_api.domain.paths import path_problem
+from dandizarr_server.zarr_api.domain.permissions import Requester, recorded_user, require_writer
+from dandizarr_server.zarr_api.edge.exceptions import Forbidden, ValidationFailed
 from dandizarr_server.zarr_api.models import Dandiset, TreeLock, Version, ZarrArchive
-from dandizarr_server.zarr_api.paths import path_problem
-from dandizarr_server.zarr_api.permissions import Requester, recorded_user, require_writer
 from dandizarr_server.zarr_api.services.embargo import public_reads_schedule
 
 

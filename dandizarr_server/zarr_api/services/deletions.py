@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from dandizarr_server.zarr_api.crash import crash_point
-from dandizarr_server.zarr_api.exceptions import Conflict, NotFound
+from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.edge.exceptions import Conflict, NotFound
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
-from dandizarr_server.zarr_api.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.runtime.crash import crash_point
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
 from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.services.archive_locks import (

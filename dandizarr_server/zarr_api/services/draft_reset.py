@@ -19,8 +19,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from dandizarr.objectstore import ObjectStoreError
-from dandizarr_server.zarr_api.exceptions import Conflict, ServiceUnavailable
-from dandizarr_server.zarr_api.keys import file_key
+from dandizarr_server.zarr_api.domain.keys import file_key
+from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.edge.exceptions import Conflict, ServiceUnavailable
 from dandizarr_server.zarr_api.models import (
     CHANGING_STATES,
     ArchiveVersion,
@@ -29,8 +30,8 @@ from dandizarr_server.zarr_api.models import (
     Shard,
     ZarrArchive,
 )
-from dandizarr_server.zarr_api.permissions import Requester, require_writer
-from dandizarr_server.zarr_api.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_versions import version_changes
 from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation
@@ -46,7 +47,6 @@ from dandizarr_server.zarr_api.services.batch_endings import (
     deletion_intent,
 )
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
-from dandizarr_server.zarr_api.storage import get_store
 
 
 def draft_reset(*, user: Requester, archive: ZarrArchive, version: ArchiveVersion) -> list[Batch]:

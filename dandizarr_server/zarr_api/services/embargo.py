@@ -20,16 +20,16 @@ from django.db import transaction
 
 from dandizarr.objectstore.public_reads import public_read_prefixes_set
 from dandizarr.objectstore.s3 import S3ObjectStore
-from dandizarr_server.zarr_api.exceptions import Conflict
-from dandizarr_server.zarr_api.keys import checksums_prefix, files_prefix, shards_prefix
+from dandizarr_server.zarr_api.domain.keys import checksums_prefix, files_prefix, shards_prefix
+from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.edge.exceptions import Conflict
 from dandizarr_server.zarr_api.models import Batch, Dandiset, ZarrArchive
-from dandizarr_server.zarr_api.permissions import Requester, require_writer
-from dandizarr_server.zarr_api.scheduling import (
+from dandizarr_server.zarr_api.runtime.scheduling import (
     FINISH_UNEMBARGO,
     SYNC_PUBLIC_READS,
     schedule_on_commit,
 )
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 
 logger = logging.getLogger(__name__)
 

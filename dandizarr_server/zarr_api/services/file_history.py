@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from django.db import transaction
 
 from dandizarr.checksums import FileState
-from dandizarr_server.zarr_api.keys import file_key
+from dandizarr_server.zarr_api.domain.keys import file_key
 from dandizarr_server.zarr_api.models import Batch, FileHistory, TreeLock, ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import (
     ArchiveSnapshot,

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from dandizarr.objectstore.versions import ObjectVersion
-from dandizarr_server.zarr_api.keys import checksums_prefix, files_prefix, shards_prefix
+from dandizarr_server.zarr_api.domain.keys import checksums_prefix, files_prefix, shards_prefix
 from dandizarr_server.zarr_api.models import (
     BUSY_STATES,
     BatchFile,
@@ -36,10 +36,10 @@ from dandizarr_server.zarr_api.models import (
     Shard,
     ZarrArchive,
 )
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
 from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5s
-from dandizarr_server.zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)
 

@@ -11,10 +11,13 @@ from collections.abc import Iterable
 
 from django.contrib.auth.models import User
 
-from dandizarr_server.zarr_api.exceptions import Forbidden, NotFound
+from dandizarr_server.zarr_api.domain.permissions import user_can_write
+from dandizarr_server.zarr_api.edge.exceptions import Forbidden, NotFound
 from dandizarr_server.zarr_api.models import Batch, Dandiset
-from dandizarr_server.zarr_api.permissions import user_can_write
-from dandizarr_server.zarr_api.scheduling import END_LOST_WRITERS_BATCHES, schedule_on_commit
+from dandizarr_server.zarr_api.runtime.scheduling import (
+    END_LOST_WRITERS_BATCHES,
+    schedule_on_commit,
+)
 from dandizarr_server.zarr_api.services.upload_batches import batch_cancel
 
 logger = logging.getLogger(__name__)

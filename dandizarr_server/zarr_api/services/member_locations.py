@@ -12,9 +12,9 @@ from django.db import transaction
 from django.db.models import F
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.runtime.tree import CachedTree
 from dandizarr_server.zarr_api.services.bulk_rows import rows_insert
-from dandizarr_server.zarr_api.storage import get_store
-from dandizarr_server.zarr_api.tree import CachedTree
 
 
 @dataclass

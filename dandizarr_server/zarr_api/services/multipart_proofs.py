@@ -17,9 +17,9 @@ from django.db import transaction
 
 from dandizarr.objectstore import ObjectNotFound, PreconditionFailed
 from dandizarr_server.zarr_api.models import BUSY_STATES, Batch, BatchFile, MultipartUpload
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.archive_locks import lock_archive
 from dandizarr_server.zarr_api.services.batch_endings import cancellation_finish
-from dandizarr_server.zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)
 

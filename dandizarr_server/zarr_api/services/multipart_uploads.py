@@ -27,12 +27,12 @@ from dandizarr.objectstore.multipart import (
     part_ranges,
     part_size,
 )
-from dandizarr_server.zarr_api.declarations import FileDeclaration
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
-from dandizarr_server.zarr_api.keys import FILES_ROOT
+from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
+from dandizarr_server.zarr_api.domain.keys import FILES_ROOT
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
 from dandizarr_server.zarr_api.parsers.problems import Problem
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 
 logger = logging.getLogger(__name__)
 

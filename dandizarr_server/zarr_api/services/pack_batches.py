@@ -11,10 +11,11 @@ from django.db import transaction
 
 from dandizarr.objectstore import ObjectNotFound
 from dandizarr.sharding.archive_packing import verify_members
-from dandizarr_server.zarr_api.declarations import ShardDeclaration
-from dandizarr_server.zarr_api.keys import new_shard_key
+from dandizarr_server.zarr_api.domain.declarations import ShardDeclaration
+from dandizarr_server.zarr_api.domain.keys import new_shard_key
+from dandizarr_server.zarr_api.domain.permissions import Requester
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ZarrArchive
-from dandizarr_server.zarr_api.permissions import Requester
+from dandizarr_server.zarr_api.runtime.storage import STREAM_BLOCK, get_store
 from dandizarr_server.zarr_api.selectors.shard_members import declared_members
 from dandizarr_server.zarr_api.services.batch_rules import (
     UploadTarget,
@@ -24,7 +25,6 @@ from dandizarr_server.zarr_api.services.batch_rules import (
 )
 from dandizarr_server.zarr_api.services.bulk_rows import rows_insert
 from dandizarr_server.zarr_api.services.shard_objects import discard_shards
-from dandizarr_server.zarr_api.storage import STREAM_BLOCK, get_store
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from dandizarr.objectstore import ObjectNotFound, ObjectStoreError
-from dandizarr_server.zarr_api.exceptions import Conflict, ServiceUnavailable, ValidationFailed
-from dandizarr_server.zarr_api.keys import VERSIONING_SINCE_KEY
+from dandizarr_server.zarr_api.domain.keys import VERSIONING_SINCE_KEY
+from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.edge.exceptions import Conflict, ServiceUnavailable, ValidationFailed
 from dandizarr_server.zarr_api.models import (
     CHANGING_STATES,
     ArchiveVersion,
@@ -22,9 +23,8 @@ from dandizarr_server.zarr_api.models import (
     Version,
     ZarrArchive,
 )
-from dandizarr_server.zarr_api.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.url_lifetimes import publish_possible_after
-from dandizarr_server.zarr_api.storage import get_store
 
 
 def ensure_storage_versioning() -> datetime:

@@ -14,14 +14,14 @@ from django.utils import timezone
 
 from dandizarr.objectstore import ObjectInfo
 from dandizarr_server.zarr_api.models import CHANGING_STATES, Batch, BatchFile, Shard, ZarrArchive
-from dandizarr_server.zarr_api.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
 from dandizarr_server.zarr_api.selectors.shard_members import packed_paths
 from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5s
 from dandizarr_server.zarr_api.services.archive_locks import lock_archive, next_sequence
 from dandizarr_server.zarr_api.services.batch_endings import deletion_create
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
-from dandizarr_server.zarr_api.storage import get_store
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from dandizarr.sharding.archive_packing import MemberRecord, build_shard
-from dandizarr_server.zarr_api.keys import new_shard_key
+from dandizarr_server.zarr_api.domain.keys import new_shard_key
 from dandizarr_server.zarr_api.models import Shard, ZarrArchive
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 
 
 def discard_shards(shards: Iterable[Shard]) -> None:

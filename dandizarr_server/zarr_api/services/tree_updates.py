@@ -10,9 +10,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from dandizarr.checksums import TreeSummary, apply_changes
-from dandizarr_server.zarr_api import metrics
 from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
-from dandizarr_server.zarr_api.scheduling import COMPACT_SHARD, schedule_on_commit
+from dandizarr_server.zarr_api.runtime import metrics
+from dandizarr_server.zarr_api.runtime.scheduling import COMPACT_SHARD, schedule_on_commit
+from dandizarr_server.zarr_api.runtime.tree import CachedTree, tree_version
 from dandizarr_server.zarr_api.selectors.archive_contents import pending_changes
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
 from dandizarr_server.zarr_api.services.archive_locks import lock_tree
@@ -27,7 +28,6 @@ from dandizarr_server.zarr_api.services.member_locations import (
 )
 from dandizarr_server.zarr_api.services.multipart_proofs import pending_uploads_prove
 from dandizarr_server.zarr_api.services.pack_batches import pending_pack_batches_verify
-from dandizarr_server.zarr_api.tree import CachedTree, tree_version
 
 logger = logging.getLogger(__name__)
 

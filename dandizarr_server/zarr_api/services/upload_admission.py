@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from django.db import transaction
 
-from dandizarr_server.zarr_api.keys import split_upload_key
+from dandizarr_server.zarr_api.domain.keys import split_upload_key
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.selectors.expected_uploads import upload_expected
 from dandizarr_server.zarr_api.selectors.lookups import parse_zarr_id

@@ -11,13 +11,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from dandizarr_server.zarr_api import metrics
-from dandizarr_server.zarr_api.crash import crash_point
-from dandizarr_server.zarr_api.declarations import FileDeclaration
-from dandizarr_server.zarr_api.exceptions import Conflict, Forbidden, NotFound
+from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
+from dandizarr_server.zarr_api.domain.permissions import Requester, recorded_user, require_writer
+from dandizarr_server.zarr_api.edge.exceptions import Conflict, Forbidden, NotFound
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
-from dandizarr_server.zarr_api.permissions import Requester, recorded_user, require_writer
-from dandizarr_server.zarr_api.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.runtime import metrics
+from dandizarr_server.zarr_api.runtime.crash import crash_point
+from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.selectors.expected_uploads import DeclaredFile, declared_files
 from dandizarr_server.zarr_api.selectors.open_batches import open_batch_find
 from dandizarr_server.zarr_api.services.archive_locks import (

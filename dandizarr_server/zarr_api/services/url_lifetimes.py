@@ -13,7 +13,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
-from dandizarr_server.zarr_api.storage import presigned_puts_revocable
+from dandizarr_server.zarr_api.runtime.storage import presigned_puts_revocable
 
 
 def upload_urls_issued(archive: ZarrArchive) -> None:

@@ -13,13 +13,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dandizarr_server.zarr_api.declarations import FileDeclaration
-from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
+from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
+from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
+from dandizarr_server.zarr_api.edge.exceptions import NotFound, ValidationFailed
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.parsers.dandi import required_acl
 from dandizarr_server.zarr_api.parsers.pack_batch import parse_pack_batch
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_upload_files
-from dandizarr_server.zarr_api.permissions import Requester, require_writer
 from dandizarr_server.zarr_api.selectors.lookups import (
     annotated_archive_get,
     archive_for_write,
@@ -30,11 +30,6 @@ from dandizarr_server.zarr_api.selectors.lookups import (
     parse_row_id,
 )
 from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
-from dandizarr_server.zarr_api.serializers import (
-    ArchiveCreateSerializer,
-    ArchiveSerializer,
-    BatchSerializer,
-)
 from dandizarr_server.zarr_api.services.batch_rules import UploadTarget
 from dandizarr_server.zarr_api.services.conversion import archive_conversion_start
 from dandizarr_server.zarr_api.services.dandisets import archive_create
@@ -44,6 +39,11 @@ from dandizarr_server.zarr_api.services.upload_batches import (
     batch_complete,
     batch_files_add,
     batch_start,
+)
+from dandizarr_server.zarr_api.views.serializers import (
+    ArchiveCreateSerializer,
+    ArchiveSerializer,
+    BatchSerializer,
 )
 
 

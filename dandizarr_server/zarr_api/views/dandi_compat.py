@@ -17,7 +17,9 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.domain.permissions import require_writer
+from dandizarr_server.zarr_api.edge.exceptions import NotFound
+from dandizarr_server.zarr_api.edge.throttles import expensive_read_throttles
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.parsers.dandi import (
     parse_dandi_upload_files,
@@ -26,7 +28,6 @@ from dandizarr_server.zarr_api.parsers.dandi import (
 )
 from dandizarr_server.zarr_api.parsers.paging import query_positive_int
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_deleted_paths
-from dandizarr_server.zarr_api.permissions import require_writer
 from dandizarr_server.zarr_api.selectors.archive_contents import FileNode, node_get
 from dandizarr_server.zarr_api.selectors.dandi import (
     count_with_prefix,
@@ -42,14 +43,13 @@ from dandizarr_server.zarr_api.selectors.lookups import (
     asset_get,
     version_get,
 )
-from dandizarr_server.zarr_api.serializers import AssetSerializer
 from dandizarr_server.zarr_api.services.dandi_uploads import (
     dandi_files_delete,
     open_upload_add,
     upload_finalize,
 )
-from dandizarr_server.zarr_api.throttles import expensive_read_throttles
 from dandizarr_server.zarr_api.views.files import FilesView, file_download
+from dandizarr_server.zarr_api.views.serializers import AssetSerializer
 
 _LISTING_PAGE = 1000
 _LISTING_PAGE_MAX = 10000

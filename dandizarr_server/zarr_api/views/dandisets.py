@@ -11,7 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.domain.permissions import require_writer
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.edge.throttles import PUBLISH_THROTTLES
 from dandizarr_server.zarr_api.models import Asset, Dandiset, Version
 from dandizarr_server.zarr_api.parsers.assets import (
     parse_asset_changes,
@@ -19,7 +21,6 @@ from dandizarr_server.zarr_api.parsers.assets import (
     parse_new_asset,
 )
 from dandizarr_server.zarr_api.parsers.flags import parse_flag
-from dandizarr_server.zarr_api.permissions import require_writer
 from dandizarr_server.zarr_api.selectors.dandi import server_info
 from dandizarr_server.zarr_api.selectors.lookups import (
     asset_get,
@@ -27,18 +28,17 @@ from dandizarr_server.zarr_api.selectors.lookups import (
     readable_dandisets_list,
     version_get,
 )
-from dandizarr_server.zarr_api.serializers import (
-    AssetSerializer,
-    DandisetCreateSerializer,
-    DandisetSerializer,
-    VersionSerializer,
-)
 from dandizarr_server.zarr_api.services.assets import asset_create, asset_delete, asset_update
 from dandizarr_server.zarr_api.services.dandisets import dandiset_create
 from dandizarr_server.zarr_api.services.embargo import embargo_release
 from dandizarr_server.zarr_api.services.multipart_uploads import multipart_threshold
 from dandizarr_server.zarr_api.services.publishing import version_publish
-from dandizarr_server.zarr_api.throttles import PUBLISH_THROTTLES
+from dandizarr_server.zarr_api.views.serializers import (
+    AssetSerializer,
+    DandisetCreateSerializer,
+    DandisetSerializer,
+    VersionSerializer,
+)
 
 
 class InfoView(APIView):

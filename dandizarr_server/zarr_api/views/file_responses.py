@@ -18,8 +18,8 @@ from django.utils.http import http_date
 from dandizarr.objectstore import ObjectNotFound
 from dandizarr.objectstore.base import strip_etag
 from dandizarr.objectstore.user_bytes import user_bytes_headers
-from dandizarr_server.zarr_api.byte_ranges import Unsatisfiable, parse_range
-from dandizarr_server.zarr_api.exceptions import NotFound, error_response
+from dandizarr_server.zarr_api.edge.byte_ranges import Unsatisfiable, parse_range
+from dandizarr_server.zarr_api.edge.exceptions import NotFound, error_response
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.selectors.file_bytes import StoredBytes, stored_bytes
 from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, iter_member_bytes

@@ -15,12 +15,14 @@ from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from dandizarr.objectstore.signing import quote_key
-from dandizarr_server.zarr_api.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.domain.paths import directory_problem
+from dandizarr_server.zarr_api.domain.permissions import require_writer
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.edge.throttles import expensive_read_throttles
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.parsers.paging import page_request, query_positive_int
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_deleted_paths
-from dandizarr_server.zarr_api.paths import directory_problem
-from dandizarr_server.zarr_api.permissions import require_writer
+from dandizarr_server.zarr_api.runtime.storage import download_url, download_urls
 from dandizarr_server.zarr_api.selectors.archive_contents import (
     DirectoryNode,
     FileNode,
@@ -35,8 +37,6 @@ from dandizarr_server.zarr_api.selectors.shard_members import (
     member_locations,
 )
 from dandizarr_server.zarr_api.services.deletions import files_delete
-from dandizarr_server.zarr_api.storage import download_url, download_urls
-from dandizarr_server.zarr_api.throttles import expensive_read_throttles
 from dandizarr_server.zarr_api.views.file_responses import file_response
 from dandizarr_server.zarr_api.views.paging import page_links
 

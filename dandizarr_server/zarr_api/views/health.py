@@ -16,7 +16,7 @@ from django.views.decorators.http import require_safe
 from django_prometheus.exports import ExportToDjangoView
 
 from dandizarr_server.client_address import client_address
-from dandizarr_server.zarr_api.exceptions import error_response
+from dandizarr_server.zarr_api.edge.exceptions import error_response
 from dandizarr_server.zarr_api.selectors.readiness import CHECKS, dependencies_down
 
 

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from rest_framework.request import Request
 
-from dandizarr_server.zarr_api.exceptions import NotFound
+from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.parsers.paging import PageRequest
 
 

@@ -29,19 +29,19 @@ from dandizarr.objectstore.user_bytes import (
     INERT_HEADERS,
     content_type,
 )
-from dandizarr_server.zarr_api.authentication import is_authenticated
-from dandizarr_server.zarr_api.exceptions import (
+from dandizarr_server.zarr_api.domain.paths import directory_problem, path_problem
+from dandizarr_server.zarr_api.edge.authentication import is_authenticated
+from dandizarr_server.zarr_api.edge.exceptions import (
     DomainError,
     NotFound,
     ValidationFailed,
     error_response,
 )
+from dandizarr_server.zarr_api.edge.throttles import EXPENSIVE_READ_THROTTLES, over_limit
 from dandizarr_server.zarr_api.models import ZarrArchive
-from dandizarr_server.zarr_api.paths import directory_problem, path_problem
 from dandizarr_server.zarr_api.selectors import manifest
 from dandizarr_server.zarr_api.selectors.archive_contents import DirectoryNode, node_get
 from dandizarr_server.zarr_api.selectors.lookups import archive_get
-from dandizarr_server.zarr_api.throttles import EXPENSIVE_READ_THROTTLES, over_limit
 from dandizarr_server.zarr_api.views import listing_pages as listing
 from dandizarr_server.zarr_api.views.file_responses import file_response
 
@@ -76,7 +76,7 @@ def read_only(view: View) -> View:
             except DomainError as error:
                 response = JsonResponse(error.body, status=error.status_code)
         # Any origin may read what anyone may read; an answer to credentials (the only way to
-        # a private archive) is for that reader alone (dandizarr_server.zarr_api.authentication).
+        # a private archive) is for that reader alone (zarr_api.edge.authentication).
         if not is_authenticated(request):
             response["Access-Control-Allow-Origin"] = "*"
         response["Access-Control-Expose-Headers"] = _EXPOSED

@@ -17,7 +17,7 @@ from django.views.defaults import bad_request as html_bad_request
 from django.views.defaults import page_not_found as html_page_not_found
 from django.views.defaults import server_error as html_server_error
 
-from dandizarr_server.zarr_api.exceptions import (
+from dandizarr_server.zarr_api.edge.exceptions import (
     error_response,
     unavailable_answer,
     unavailable_service,

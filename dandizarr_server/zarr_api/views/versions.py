@@ -14,10 +14,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dandizarr.checksums import FileState
-from dandizarr_server.zarr_api.exceptions import NotFound, ValidationFailed
+from dandizarr_server.zarr_api.domain.permissions import require_writer
+from dandizarr_server.zarr_api.edge.exceptions import NotFound, ValidationFailed
+from dandizarr_server.zarr_api.edge.throttles import EXPENSIVE_READ_THROTTLES
 from dandizarr_server.zarr_api.models import ArchiveVersion, ZarrArchive
 from dandizarr_server.zarr_api.parsers.paging import page_request, query_positive_int
-from dandizarr_server.zarr_api.permissions import require_writer
 from dandizarr_server.zarr_api.selectors.archive_versions import (
     archive_version_summaries,
     archive_version_summary,
@@ -30,7 +31,6 @@ from dandizarr_server.zarr_api.selectors.lookups import (
     parse_row_id,
 )
 from dandizarr_server.zarr_api.services.draft_reset import draft_reset
-from dandizarr_server.zarr_api.throttles import EXPENSIVE_READ_THROTTLES
 from dandizarr_server.zarr_api.views.paging import page_links
 
 

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from dandizarr.objectstore.s3 import S3ObjectStore
-from dandizarr_server.zarr_api.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from tests.support.readers import Live
 
 LOOSE = "v2/.zarray"

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dandizarr_server.zarr_api.exceptions import DomainError
+from dandizarr_server.zarr_api.edge.exceptions import DomainError
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_audit import unreferenced_archives
 from dandizarr_server.zarr_api.services.audit import archive_audit

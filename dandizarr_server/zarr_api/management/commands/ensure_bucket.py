@@ -13,8 +13,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from dandizarr.objectstore.s3 import S3ObjectStore
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
-from dandizarr_server.zarr_api.storage import get_store
 
 CORS = {
     "CORSRules": [

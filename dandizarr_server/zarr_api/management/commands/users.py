@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from dandizarr_server.embedded import write_private_file
-from dandizarr_server.zarr_api.exceptions import DomainError
+from dandizarr_server.zarr_api.edge.exceptions import DomainError
 from dandizarr_server.zarr_api.selectors.accounts import dandiset_named, user_named
 from dandizarr_server.zarr_api.services.accounts import (
     dandiset_owner_add,

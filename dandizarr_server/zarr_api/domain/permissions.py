@@ -14,7 +14,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Exists, OuterRef, Q
 
-from dandizarr_server.zarr_api.exceptions import Forbidden
+from dandizarr_server.zarr_api.edge.exceptions import Forbidden
 from dandizarr_server.zarr_api.models import Dandiset
 
 # Whoever made the request: a user, or anonymous.

@@ -20,10 +20,10 @@ from dandizarr.objectstore.base import StorageFull, md5_hex_from_content_md5
 from dandizarr.objectstore.local import BadDigest, InvalidKey, LocalObjectStore
 from dandizarr.objectstore.signing import Verdict, Verified
 from dandizarr.objectstore.user_bytes import BYTES_TYPE, user_bytes_headers
-from dandizarr_server.zarr_api.byte_ranges import Unsatisfiable, parse_range
+from dandizarr_server.zarr_api.edge.byte_ranges import Unsatisfiable, parse_range
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.expected_uploads import upload_expected
 from dandizarr_server.zarr_api.services.upload_admission import expected_upload_store
-from dandizarr_server.zarr_api.storage import get_store
 
 _UPLOAD_BLOCK = 1 << 20
 # The body length taken for a chunked PUT (read to the end of the input).

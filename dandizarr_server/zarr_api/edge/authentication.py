@@ -22,8 +22,8 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.throttling import AnonRateThrottle
 
-from dandizarr_server.zarr_api.exceptions import error_response
-from dandizarr_server.zarr_api.throttles import LiveRate
+from dandizarr_server.zarr_api.edge.exceptions import error_response
+from dandizarr_server.zarr_api.edge.throttles import LiveRate
 
 
 def sends_credentials(request: HttpRequest) -> bool:

@@ -16,13 +16,13 @@ from dandizarr_server.zarr_api.models import (
     Version,
     ZarrArchive,
 )
+from dandizarr_server.zarr_api.runtime.storage import bucket_path, prefix_url
 from dandizarr_server.zarr_api.selectors.archive_state import archive_state
 from dandizarr_server.zarr_api.selectors.archive_versions import archive_version_summary
 from dandizarr_server.zarr_api.selectors.dandi import (
     asset_metadata,
     dandiset_summary,
 )
-from dandizarr_server.zarr_api.storage import bucket_path, prefix_url
 
 
 class StrictCharField(serializers.CharField):

@@ -28,7 +28,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, BaseThrottle, UserRateThrottle
 
 from dandizarr_server.client_address import client_address
-from dandizarr_server.zarr_api.exceptions import error_response
+from dandizarr_server.zarr_api.edge.exceptions import error_response
 
 
 class LiveRate:

@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from dandizarr_server.zarr_api.metrics import STORAGE_ERRORS
+from dandizarr_server.zarr_api.runtime.metrics import STORAGE_ERRORS
 
 
 def error_body(detail: str, *, code: str, **extra: Any) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from dandizarr_server.zarr_api import local_storage_views
+from dandizarr_server.zarr_api.views import local_storage as local_storage_views
 
 urlpatterns = [
     path("<path:key>", local_storage_views.object_view, name="local-storage-object"),

@@ -1,12 +1,10 @@
 """Which archive paths and ETags the API accepts: exactly what every storage backend can hold.
 
 A path is accepted only if the tree hash can hold it (``dandizarr.checksums.paths``) and every key
-it
-implies (its file key and its directory's ``.checksum`` key, ``dandizarr_server.zarr_api.keys``) is
-a key every
-backend can store (``dandizarr.objectstore.keys``). So a path accepted at batch start can always be
-signed, stored, listed and hashed. The one rule added here is the service's own: no backslash,
-so that a download lands as the same files on every operating system.
+it implies (its file key and its directory's ``.checksum`` key, ``zarr_api.domain.keys``) is a key
+every backend can store (``dandizarr.objectstore.keys``). So a path accepted at batch start can
+always be signed, stored, listed and hashed. The one rule added here is the service's own: no
+backslash, so that a download lands as the same files on every operating system.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from dandizarr.checksums import is_md5
 from dandizarr.checksums.paths import parent
 from dandizarr.checksums.paths import path_problem as tree_path_problem
 from dandizarr.objectstore.keys import key_problem
-from dandizarr_server.zarr_api.keys import checksum_key, file_key, new_shard_key
+from dandizarr_server.zarr_api.domain.keys import checksum_key, file_key, new_shard_key
 
 # Keys are checked for an archive whose id has the usual length; every zarr_id is a UUID
 # (as text once: formatting a UUID per path is a tenth of a batch's path checks).

@@ -15,7 +15,7 @@ from typing import ClassVar, Protocol, TypeVar
 from dandizarr.checksums import DirectoryListing, decode_checksum_file, encode_checksum_file
 from dandizarr.checksums.paths import depth
 from dandizarr.objectstore import ObjectNotFound, ObjectStore
-from dandizarr_server.zarr_api.keys import checksum_key
+from dandizarr_server.zarr_api.domain.keys import checksum_key
 
 T = TypeVar("T")
 R = TypeVar("R")

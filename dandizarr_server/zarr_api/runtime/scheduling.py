@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
-from dandizarr_server.zarr_api.background import WORKER
+from dandizarr_server.zarr_api.runtime.background import WORKER
 
 if TYPE_CHECKING:
     from dandizarr_server.zarr_api.models import ZarrArchive
@@ -36,7 +36,7 @@ RESUMED_BY_BEAT = frozenset({APPLY_TREE_UPDATES, FINISH_UNEMBARGO})
 def schedule_on_commit(task_name: str, *args: int, countdown: float | None = None) -> None:
     """Send ``task_name(*args)`` once the current transaction commits (at once outside one),
     to run ``countdown`` seconds later when given (eager mode runs it at once; ``dandizarr
-    serve`` runs it in its background thread, ``dandizarr_server.zarr_api.background``).
+    serve`` runs it in its background thread, ``dandizarr_server.zarr_api.runtime.background``).
 
     Through a signature, so a task this process knows runs inline when the app is eager
     (``send_task`` would skip that and go to the broker).
