@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from dandizarr.client.api_connection import ApiConnection, poll_until
+from dandizarr.client.api_connection import DEFAULT_WAIT_SECONDS, ApiConnection, poll_until
 from dandizarr.client.errors import NotFound
 from dandizarr.client.models import Archive
 from dandizarr.client.progress import Progress
@@ -70,7 +70,11 @@ class ArchiveCalls(ApiConnection):
         return Archive.from_json(response.json())
 
     def wait_for_checksum(
-        self, zarr_id: str, *, timeout: float = 600.0, progress: Progress | None = None
+        self,
+        zarr_id: str,
+        *,
+        timeout: float = DEFAULT_WAIT_SECONDS,
+        progress: Progress | None = None,
     ) -> Archive:
         """Poll the archive until ``checksum_status`` is ``complete``; raise after ``timeout``."""
         return poll_until(

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import requests
 
-from dandizarr.client.api_connection import ApiConnection, poll_until
+from dandizarr.client.api_connection import DEFAULT_WAIT_SECONDS, ApiConnection, poll_until
 from dandizarr.client.errors import ClientError
 from dandizarr.client.progress import Progress
 
@@ -110,7 +110,7 @@ class BatchCalls(ApiConnection):
         zarr_id: str,
         batch_id: int,
         *,
-        timeout: float = 600.0,
+        timeout: float = DEFAULT_WAIT_SECONDS,
         progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Poll a batch until it is no longer open or pending (applied, failed, cancelled)."""

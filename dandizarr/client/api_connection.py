@@ -47,6 +47,9 @@ from dandizarr.client.retry import (
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 DEFAULT_JOBS = 32
+# How long a caller waits for the server to finish work it started (a batch applied, the
+# archive's checksum): one home for the client's every wait (upload, the API's waits, the CLI).
+DEFAULT_WAIT_SECONDS = 600.0
 
 _Polled = TypeVar("_Polled")
 

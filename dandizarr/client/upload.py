@@ -126,7 +126,7 @@ class Uploader:
                 if remote_only:
                     self.progress.message(
                         f"{remote_only:,} files on the server are absent locally and are kept "
-                        "(--sync deletes them)"
+                        "(an upload with sync deletes them)"
                     )
             if self.packer is not None:
                 self.packer.after_build = self.after_build

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from dandizarr.client.api_connection import DEFAULT_WAIT_SECONDS
 from dandizarr.client.errors import ClientError
 from dandizarr.client.listing_columns import PathColumn, RecordColumn
 from dandizarr.sharding.archive_packing import MAX_PLANNED_PATHS
@@ -14,7 +15,7 @@ from dandizarr.sharding.archive_packing import MAX_PLANNED_PATHS
 # A batch's PUTs must finish before its URLs expire; bounding its bytes keeps that likely.
 DEFAULT_MAX_BATCH_BYTES = 2 << 30
 # How long an upload waits for the server's checksum once its last batch is completed.
-DEFAULT_CHECKSUM_TIMEOUT = 600.0
+DEFAULT_CHECKSUM_TIMEOUT = DEFAULT_WAIT_SECONDS
 # Files one batch gathers (its URLs asked for while earlier PUTs run) before it is completed:
 # enough that completing is rare, few enough that the service applies batches as they come
 # instead of all at the end, and that a batch an interruption cancels costs little to redo.
