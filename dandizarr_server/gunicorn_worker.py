@@ -82,7 +82,7 @@ class ClientTooSlow(BadRequest):
 
 def error_reply(status: int, reason: str, detail: str, *, code: str) -> bytes:
     """A whole HTTP answer, its body shaped as every error of the service is (``detail`` and
-    ``code``: zarr_api.exceptions.error_body, which this module does not import: gunicorn's
+    ``code``: zarr_api.edge.exceptions.error_body, which this module does not import: gunicorn's
     master loads it before Django is set up)."""
     body = json.dumps({"detail": detail, "code": code}).encode()
     return (

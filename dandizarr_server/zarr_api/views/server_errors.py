@@ -1,5 +1,5 @@
 """Django's answers to what no view answered, for the JSON routes in the shape of every other
-error (``detail`` and ``code``: zarr_api.exceptions.error_body); the pages keep Django's HTML.
+error (``detail`` and ``code``: zarr_api.edge.exceptions.error_body); the pages keep Django's HTML.
 
 ``handler500``, the answer to an exception no view handled: one raised in a middleware (the
 token middleware's look-up, the sessions') or a view's bug. DRF's exception handler covers
