@@ -7,9 +7,11 @@ b. ``POST /api/zarr/{id}/pack/`` of a loose archive of 10,000 files of 4 KiB (up
    first) on SeaweedFS: time until the archive's detail says packing is done, objects before and
    after.
 c. A million chunk files (a Zarr v2 array, nested keys, 64 bytes each) packed into the default
-   ``dandizarr serve`` (``make serve``: SQLite, local storage, tasks inline) and into the service
-   on SeaweedFS: wall time, peak RSS of the service and of the client, browse latency of a
-   directory and of a file entry, audit time and peak memory.
+   ``dandizarr serve`` (``make serve``: SQLite, local storage, tasks inline), into the service
+   on SeaweedFS, and into the service on SeaweedFS and PostgreSQL (a fresh database on
+   ``BENCH_DATABASE_URL``'s server): wall time, peak RSS of the service and of the client,
+   browse latency of a directory and of a file entry, audit time and peak memory.
+   ``BENCH_S3_PACKED_SERVICES`` picks services (default ``serve,s3,pg``).
 
 d. Scale (issue #23; ``make bench-scale``, not part of the default parts): ``BENCH_PACKED_FILES``
    (1,000,000) and then ``BENCH_SCALE_FILES`` (10,000,000) chunk files of 64 bytes packed into
@@ -43,6 +45,7 @@ from typing import Any
 import requests
 
 from bench.s3_env import (
+    DATABASE_SERVER_URL,
     cpu_load,
     dandizarr_command,
     local_service,
@@ -54,6 +57,7 @@ from bench.s3_env import (
     server_share,
     service_on,
 )
+from tests.support.production import create_database, drop_database
 
 CHUNKS = int(os.environ.get("BENCH_S3_PACKED_CHUNKS", "100000"))
 CONVERT_FILES = int(os.environ.get("BENCH_S3_PACKED_CONVERT", "10000"))
@@ -61,6 +65,7 @@ MILLION = int(os.environ.get("BENCH_PACKED_FILES", "1000000"))
 PARTS = os.environ.get("BENCH_S3_PACKED_PARTS", "abc")
 JOBS = int(os.environ.get("BENCH_S3_PACKED_JOBS", "32"))
 SCALE_FILES = int(os.environ.get("BENCH_SCALE_FILES", "10000000"))
+SERVICES = os.environ.get("BENCH_S3_PACKED_SERVICES", "serve,s3,pg").split(",")
 BROWSE_REQUESTS = 20
 
 # Issue #15's targets for the million files.
@@ -142,15 +147,31 @@ def array_paths(root: Path) -> tuple[str, str]:
 
 
 @contextmanager
-def seaweed_service(tmp: Path, name: str) -> Iterator[Service]:
+def fresh_database(name: str) -> Iterator[str]:
+    """A new empty PostgreSQL database on ``BENCH_DATABASE_URL``'s server, dropped on the way
+    out: its URL."""
+    database = f"bench_{name}_{os.getpid()}"
+    url = create_database(DATABASE_SERVER_URL, database)
+    try:
+        yield url
+    finally:
+        drop_database(DATABASE_SERVER_URL, database)
+
+
+@contextmanager
+def seaweed_service(tmp: Path, name: str, database_url: str | None = None) -> Iterator[Service]:
+    """``dandizarr serve`` on SeaweedFS, on SQLite in its data directory or on
+    ``database_url`` (PostgreSQL)."""
+    database = {"DATABASE_URL": database_url} if database_url else {}
     with seaweedfs(tmp / f"weed-{name}") as s3:
         bucket = f"bench-{name}"
-        with service_on(s3, tmp / f"serve-{name}", bucket) as service:
+        with service_on(s3, tmp / f"serve-{name}", bucket, **database) as service:
             env = {
                 "DANDIZARR_STORAGE": "s3",
                 "DANDIZARR_S3_ENDPOINT_URL": s3.endpoint_url,
                 "DANDIZARR_S3_BUCKET": bucket,
                 **s3_env(),
+                **database,
             }
             yield Service(
                 service.url, service.token, service.pid, service.data_dir, env, bucket, s3.client()
@@ -311,10 +332,18 @@ def part_c(tmp: Path) -> None:
         f"{TARGET_AUDIT_SECONDS:g} s (issue #15 today: 443 s, 481 MB, ~720 MB, 14 ms)"
     )
     scale = MILLION / 1_000_000
-    for label, service_context in (
-        ("make serve (local storage)", default_service),
-        ("dandizarr serve on SeaweedFS", lambda t: seaweed_service(t, "c")),
-    ):
+
+    @contextmanager
+    def on_postgresql(tmp: Path) -> Iterator[Service]:
+        with fresh_database("c") as url, seaweed_service(tmp, "cpg", url) as service:
+            yield service
+
+    services = {
+        "serve": ("make serve (SQLite, local storage)", default_service),
+        "s3": ("dandizarr serve on SeaweedFS (SQLite)", lambda t: seaweed_service(t, "c")),
+        "pg": ("dandizarr serve on SeaweedFS and PostgreSQL", on_postgresql),
+    }
+    for label, service_context in (services[name] for name in SERVICES):
         with service_context(tmp) as service:
             dandiset = service.api("POST", "/api/dandisets/", data={"name": "c"}).json()
             done = upload(service, src, dandiset["identifier"], "c", "--pack")

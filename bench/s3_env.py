@@ -32,6 +32,10 @@ from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
 TOOLS_VENV = Path(
     os.environ.get("BENCH_TOOLS_VENV", Path(__file__).parent.parent / ".venv-bench-tools")
 )
+# The PostgreSQL server benchmarks make their fresh databases on (any database of it).
+DATABASE_SERVER_URL = os.environ.get(
+    "BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 
 
 @dataclass
