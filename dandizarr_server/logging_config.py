@@ -19,15 +19,24 @@ _STRUCTLOG_CHAIN: list[structlog.typing.Processor] = [
 def structured_logging(log_format: str, level: str) -> dict[str, Any]:
     """Configures structlog and returns Django's ``LOGGING`` for ``log_format`` ("json" or
     "console") at ``level``."""
+    processors: list[structlog.typing.Processor] = [
+        structlog.stdlib.filter_by_level,
+        *_STRUCTLOG_CHAIN,
+        structlog.stdlib.PositionalArgumentsFormatter(),
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
+        structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+    ]
+    if structlog.is_configured():
+        # Configured again (the settings module imported twice): a logger cached on first use
+        # (django-structlog's middleware's) holds the list it was built with, so the new chain
+        # goes into that same list; a new list would leave those loggers on the old one, out of
+        # reach of structlog.testing.capture_logs, which swaps the configured list's contents.
+        configured = structlog.get_config()["processors"]
+        configured[:] = processors
+        processors = configured
     structlog.configure(
-        processors=[
-            structlog.stdlib.filter_by_level,
-            *_STRUCTLOG_CHAIN,
-            structlog.stdlib.PositionalArgumentsFormatter(),
-            structlog.processors.StackInfoRenderer(),
-            structlog.processors.format_exc_info,
-            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
-        ],
+        processors=processors,
         logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
     )

@@ -207,6 +207,24 @@ def seaweedfs_bucket(seaweedfs: SeaweedS3) -> str:
 
 
 @pytest.fixture(autouse=True)
+def _structlog_keeps_its_chain() -> Iterator[None]:
+    """A test that leaves structlog configured with another list of processors strands the
+    loggers cached on first use on the old list, out of reach of later tests' capture_logs: the
+    order-dependent failure this guard names where it starts."""
+    import structlog
+
+    before = structlog.get_config()["processors"]
+    yield
+    if structlog.get_config()["processors"] is not before:
+        pytest.fail(
+            "this test configured structlog with a new list of processors: loggers cached on "
+            "first use keep the old one (configure through "
+            "dandizarr_server.logging_config.structured_logging, which keeps the list)",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache() -> Iterator[None]:
     """Each test starts with an empty Django cache: the expensive reads' rate counts
     (zarr_api.edge.throttles) and cached previews of one test never reach the next."""

@@ -56,6 +56,25 @@ def test_every_answer_names_its_request(transactional_db: None) -> None:
     assert missing.status_code == 404 and missing["X-Request-ID"]
 
 
+def test_request_events_are_captured_after_the_settings_load_again(db: None) -> None:
+    """Loading the settings again (a test reloading them) configures structlog again; the
+    loggers cached on first use (django-structlog's middleware's) keep logging through the
+    configured chain. They once kept the old one, and capture_logs saw no request event after
+    tests/zarr_api/test_user_bytes.py's reload: an order-dependent failure (seed 2342319187)."""
+    import structlog
+
+    from dandizarr_server.logging_config import structured_logging
+
+    Client().get("/healthz")  # the middleware's logger is cached by now
+    structured_logging("json", "INFO")
+    with structlog.testing.capture_logs() as events:
+        Client().get("/healthz")
+    assert [e["event"] for e in events if e["event"].startswith("request_")] == [
+        "request_started",
+        "request_finished",
+    ]
+
+
 def test_readyz_answers_on_the_local_backend(db: None, settings: Any, tmp_path: Path) -> None:
     """`make serve`'s storage (the local backend) answers the probe: its key is one every
     backend accepts, not a name the local backend reserves."""
