@@ -60,6 +60,18 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
         _add_param_fixtures(session, item)
         if LIVE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.live)
+    _deselect_big_unless_asked(session.config, items)
+
+
+def _deselect_big_unless_asked(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked ``big`` (minutes, gigabytes of disk) runs only when ``-m`` names
+    ``big`` (``make test-big``): not in ``make test``, nor in a run of its file or directory."""
+    if "big" in (config.getoption("markexpr") or ""):
+        return
+    big = [item for item in items if item.get_closest_marker("big") is not None]
+    if big:
+        config.hook.pytest_deselected(items=big)
+        items[:] = [item for item in items if item.get_closest_marker("big") is None]
 
 
 def _add_param_fixtures(session: pytest.Session, item: pytest.Item) -> None:
