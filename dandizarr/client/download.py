@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
@@ -40,6 +40,7 @@ from dandizarr.client.errors import ClientError, NotFound
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.path_selection import PathSelection
 from dandizarr.client.progress import Progress
+from dandizarr.client.ranged_gets import RangedBody, RangedDownloads, RangeSlots, fetch_ranged
 from dandizarr.client.results import DownloadResult
 from dandizarr.client.retry import (
     TryAgain,
@@ -48,10 +49,7 @@ from dandizarr.client.retry import (
     is_transient_error,
     retrying_async,
 )
-from dandizarr.client.storage_gets import CHUNK, Answer, Connections, proxied
-
-# (url, headers, expected status, sink) -> the answer; the body goes to sink when expected.
-Fetch = Callable[[str, dict[str, str], int, Callable[[bytes], None]], Awaitable[Answer]]
+from dandizarr.client.storage_gets import CHUNK, Answer, Connections, Fetch, proxied
 
 
 def temp_path(target: Path, worker: int) -> Path:
@@ -73,6 +71,7 @@ class Downloader:
         prefix: str,
         progress: Progress,
         selection: PathSelection | None = None,
+        ranged: RangedDownloads | None = None,
     ) -> None:
         self.client = client
         self.zarr_id = zarr_id
@@ -86,6 +85,8 @@ class Downloader:
         self.result.excludes = list(self.selection.excludes)
         self._entries: list[tuple[str, int, str]] = []
         self._writer: FileWriter | None = None
+        self.ranged = ranged or RangedDownloads()
+        self._slots: RangeSlots | None = None
         self._resuming = True
         self._lock = threading.Lock()
 
@@ -213,6 +214,15 @@ class Downloader:
                 arrived.set()
 
         through_proxy = any(f.download_url and proxied(f.download_url) for f in first[:1])
+        # Big files' range GETs, on connections of their own (ranged_gets).
+        slots = []
+        for _ in range(min(self.client.jobs, self.ranged.parallel)):
+            if through_proxy:
+                slots.append((self._threaded_fetch(threads), lambda: None))
+            else:
+                own = Connections(self.client.timeout)
+                slots.append((own.get, own.close))
+        self._slots = RangeSlots(slots)
 
         async def worker(number: int) -> None:
             connections = Connections(self.client.timeout)
@@ -234,7 +244,10 @@ class Downloader:
                 connections.close()
 
         add(first)
-        await asyncio.gather(listing(), *(worker(n) for n in range(self.client.jobs)))
+        try:
+            await asyncio.gather(listing(), *(worker(n) for n in range(self.client.jobs)))
+        finally:
+            self._slots.close()
 
     def _threaded_fetch(self, threads: ThreadPoolExecutor) -> Fetch:
         """``fetch`` through ``requests`` in a thread (it honours the proxy settings)."""
@@ -281,7 +294,11 @@ class Downloader:
             self.progress.advance(1, remote.size)
             return
         try:
-            body = await self._download(remote, target, worker, fetch, threads)
+            body: Body | RangedBody
+            if self.ranged.applies(remote):
+                body = await self._download_ranged(remote, target, worker, threads)
+            else:
+                body = await self._download(remote, target, worker, fetch, threads)
         except (ClientError, OSError, requests.RequestException) as error:
             self._failed(remote, error)
             return
@@ -323,7 +340,9 @@ class Downloader:
                 body.discard()
                 await self._fetch_one(remote, worker, fetch, threads)
 
-    def _write(self, remote: RemoteFile, relative: str, target: Path, body: Body) -> None:
+    def _write(
+        self, remote: RemoteFile, relative: str, target: Path, body: Body | RangedBody
+    ) -> None:
         """Queue a verified body for writing; it is recorded once it is in place."""
 
         def placed(error: OSError | None) -> None:
@@ -354,6 +373,31 @@ class Downloader:
             return False
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(threads, md5_file, target) == remote.digest
+
+    async def _download_ranged(
+        self, remote: RemoteFile, target: Path, worker: int, threads: ThreadPoolExecutor
+    ) -> RangedBody:
+        """A big file's bytes in ranges at once, verified (``ranged_gets``)."""
+        loop = asyncio.get_running_loop()
+
+        async def locate() -> RemoteFile:
+            return await loop.run_in_executor(
+                threads, self.client.locate, self.zarr_id, remote.path
+            )
+
+        assert self._slots is not None
+        body = await fetch_ranged(
+            remote,
+            temp_path(target, worker),
+            self.ranged,
+            self._slots,
+            locate,
+            self.client.retry,
+            self.client.retries,
+        )
+        with self._lock:
+            self.result.ranged_files += 1
+        return body
 
     async def _download(
         self,

@@ -15,6 +15,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from dandizarr.client.models import RemoteFile
 
@@ -91,13 +92,22 @@ class Body:
 Placed = Callable[[OSError | None], None]
 
 
+class Placeable(Protocol):
+    """A verified file's bytes waiting for their name: a ``Body``, or a big file's
+    ``ranged_gets.RangedBody``."""
+
+    def place(self, target: Path) -> None: ...
+
+    def discard(self) -> None: ...
+
+
 class FileWriter:
     """Places verified bodies at their targets from ``WRITER_THREADS`` threads; each item's
     callback is called (in a writer thread) with None, or with the error that stopped it.
     ``put`` blocks while ``backlog`` items wait (the memory they hold is bounded)."""
 
     def __init__(self, backlog: int) -> None:
-        self._queue: queue.Queue[tuple[Body, Path, Placed] | None] = queue.Queue(backlog)
+        self._queue: queue.Queue[tuple[Placeable, Path, Placed] | None] = queue.Queue(backlog)
         self._threads = [
             threading.Thread(target=self._drain, name=f"dandizarr-writer-{n}", daemon=True)
             for n in range(WRITER_THREADS)
@@ -105,7 +115,7 @@ class FileWriter:
         for thread in self._threads:
             thread.start()
 
-    def put(self, body: Body, target: Path, placed: Placed) -> None:
+    def put(self, body: Placeable, target: Path, placed: Placed) -> None:
         self._queue.put((body, target, placed))
 
     def close(self) -> None:

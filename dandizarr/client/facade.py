@@ -12,6 +12,7 @@ from dandizarr.client.api import ApiClient
 from dandizarr.client.download import Downloader
 from dandizarr.client.path_selection import PathSelection
 from dandizarr.client.progress import NullProgress, Progress
+from dandizarr.client.ranged_gets import RangedDownloads
 from dandizarr.client.results import DownloadResult, UploadResult
 from dandizarr.client.upload_types import UploadOptions
 
@@ -57,11 +58,13 @@ class DandizarrClient(ApiClient):
         progress: Progress | None = None,
         include: Sequence[str] = (),
         exclude: Sequence[str] = (),
+        ranged: RangedDownloads | None = None,
     ) -> DownloadResult:
         """Download the archive (or the directory ``prefix`` of it) into ``dest`` and verify
         its checksum; with ``include``/``exclude`` patterns only the files they select, each
-        verified against the server's md5 (``path_selection``)."""
+        verified against the server's md5 (``path_selection``). Files over ``ranged``'s
+        threshold come in byte ranges at once (``ranged_gets``; default ``RangedDownloads()``)."""
         selection = PathSelection(tuple(include), tuple(exclude))
         return Downloader(
-            self, zarr_id, Path(dest), prefix, progress or NullProgress(), selection
+            self, zarr_id, Path(dest), prefix, progress or NullProgress(), selection, ranged
         ).run()

@@ -128,6 +128,8 @@ class DownloadResult:
     downloaded_files: int = 0
     downloaded_bytes: int = 0
     skipped_files: int = 0
+    # Files fetched in byte ranges at once (big files: ranged_gets).
+    ranged_files: int = 0
     failed_files: list[str] = field(default_factory=list)
     retries: int = 0
     elapsed_seconds: float = 0.0

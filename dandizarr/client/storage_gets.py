@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -48,6 +48,11 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)  # names in lower case
     # The body of an answer whose status was not the expected one (its first bytes).
     error_body: bytes = b""
+
+
+# A GET: (url, headers, expected status, sink) -> the answer; the body goes to sink when the
+# status is the expected one (``Connections.get``, or ``requests`` in a thread for a proxy).
+Fetch = Callable[[str, dict[str, str], int, Callable[[bytes], None]], Awaitable[Answer]]
 
 
 def proxied(url: str) -> bool:
@@ -217,7 +222,14 @@ async def _read_exactly(
     reader: asyncio.StreamReader, remaining: int, sink: Callable[[bytes], None]
 ) -> None:
     while remaining > 0:
-        chunk = await reader.readexactly(min(remaining, CHUNK))
+        try:
+            chunk = await reader.readexactly(min(remaining, CHUNK))
+        except asyncio.IncompleteReadError as cut:
+            # What came before the connection closed is handed on all the same: a ranged
+            # download resumes after it (ranged_gets), the others discard what they got.
+            if cut.partial:
+                sink(cut.partial)
+            raise
         remaining -= len(chunk)
         sink(chunk)
 

@@ -17,6 +17,7 @@ from dandizarr.client.store import ArchiveStore
 from dandizarr.client.upload import Uploader
 from dandizarr.client.upload_types import UploadOptions
 from tests.support import seaweedfs as seaweedfs_keys
+from tests.support.flaky_storage import FlakyStorage
 from tests.support.live_client import Service, make_tree
 from tests.support.live_users import user_with_dandiset
 from tests.support.sharded_client import MakeUploader
@@ -113,3 +114,13 @@ def stores() -> Iterator[list[ArchiveStore]]:
     yield opened
     for store in opened:
         store.close()
+
+
+@pytest.fixture
+def flaky(service: Service, settings: Any) -> Iterator[FlakyStorage]:
+    """A proxy in front of ``service``'s S3 server that fails requests on cue; the service signs
+    its URLs for it."""
+    proxy = FlakyStorage(service.moto)
+    settings.DANDIZARR_S3_PRESIGN_ENDPOINT_URL = proxy.url
+    yield proxy
+    proxy.close()

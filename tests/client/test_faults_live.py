@@ -1,125 +1,15 @@
-"""Storage that misbehaves: a real proxy in front of moto's S3 that fails requests on cue.
-
-The service signs its URLs for the proxy (DANDIZARR_S3_PRESIGN_ENDPOINT_URL), as it would for
-a public endpoint in front of a private one, so every PUT and GET of the client passes through.
-"""
+"""Storage that misbehaves (``tests.support.flaky_storage``, the ``flaky`` fixture): transient
+errors are retried, a refused URL is replaced, storage that keeps failing stops the upload."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
-import requests
 
 from dandizarr.client import ClientError
+from tests.support.flaky_storage import DROP, FlakyStorage
 from tests.support.live_client import Service
-
-EXPIRED = (
-    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
-    b"<Message>Request has expired</Message></Error>"
-)
-DROP = 0  # close the connection without an answer
-
-
-class FlakyStorage:
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream
-        # Answers for the next PUTs, in order (a status, or DROP), before any is forwarded.
-        self.put_failures: list[int] = []
-        self.always_fail_puts: int | None = None
-        self.get_failures: list[int] = []
-        # Key suffixes whose first PUT is refused as expired.
-        self.expire_first_put_of: set[str] = set()
-        self.puts: list[str] = []
-        self.failed_puts = 0
-        self._lock = threading.Lock()
-        self._session = requests.Session()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _answer(self, status: int, body: bytes = b"") -> None:
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_PUT(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                key = self.path.split("?", 1)[0]
-                with outer._lock:
-                    outer.puts.append(key)
-                    failure: int | None = None
-                    if outer.put_failures:
-                        failure = outer.put_failures.pop(0)
-                    elif outer.always_fail_puts is not None:
-                        failure = outer.always_fail_puts
-                    else:
-                        for suffix in list(outer.expire_first_put_of):
-                            if key.endswith("/" + suffix):
-                                outer.expire_first_put_of.discard(suffix)
-                                failure = 403
-                    if failure is not None:
-                        outer.failed_puts += 1
-                if failure == DROP:
-                    self.close_connection = True
-                    self.connection.shutdown(2)
-                    return
-                if failure is not None:
-                    self._answer(failure, EXPIRED if failure == 403 else b"try later")
-                    return
-                self._forward(body)
-
-            def do_GET(self) -> None:
-                with outer._lock:
-                    failure = outer.get_failures.pop(0) if outer.get_failures else None
-                if failure == DROP:
-                    self.close_connection = True
-                    self.connection.shutdown(2)
-                elif failure is not None:
-                    self._answer(failure, b"try later")
-                else:
-                    self._forward(None)
-
-            def _forward(self, body: bytes | None) -> None:
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
-                response = outer._session.request(
-                    self.command, outer.upstream + self.path, data=body, headers=headers,
-                    timeout=60,
-                )  # fmt: skip
-                self.send_response(response.status_code)
-                for name in ("ETag", "Content-Type"):
-                    if name in response.headers:
-                        self.send_header(name, response.headers[name])
-                self.send_header("Content-Length", str(len(response.content)))
-                self.end_headers()
-                self.wfile.write(response.content)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._session.close()
-
-
-@pytest.fixture
-def flaky(service: Service, settings: Any) -> Iterator[FlakyStorage]:
-    proxy = FlakyStorage(service.moto)
-    settings.DANDIZARR_S3_PRESIGN_ENDPOINT_URL = proxy.url
-    yield proxy
-    proxy.close()
 
 
 def test_transient_storage_errors_are_retried(
