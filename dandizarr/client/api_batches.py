@@ -8,7 +8,8 @@ these calls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any
 from urllib.parse import quote
 
@@ -136,11 +137,12 @@ class BatchCalls(ApiConnection):
         response = self.request("DELETE", f"/api/zarr/{quote(zarr_id)}/upload/", expect=(204, 404))
         return response.status_code == 204
 
-    def delete_files(self, zarr_id: str, paths: Sequence[str]) -> None:
-        """Delete files from the archive, at most ``batch_limit`` per request."""
+    def delete_files(self, zarr_id: str, paths: Iterable[str]) -> None:
+        """Delete files from the archive, at most ``batch_limit`` per request, ``paths`` read
+        a request's worth at a time (``--sync`` streams them from a listing's column)."""
         limit = self.info().batch_limit
-        for start in range(0, len(paths), limit):
-            chunk = paths[start : start + limit]
+        remaining = iter(paths)
+        while chunk := list(islice(remaining, limit)):
             self.request(
                 "DELETE",
                 f"/api/zarr/{quote(zarr_id)}/files/",

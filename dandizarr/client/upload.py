@@ -119,7 +119,7 @@ class Uploader:
             remote_only = len(remote.only_paths)
             if remote_only and self.options.sync:
                 self.progress.message(f"deleting {remote_only:,} files absent locally...")
-                self.client.delete_files(self.zarr_id, list(remote.only_paths))
+                self.client.delete_files(self.zarr_id, remote.only_paths)
                 self.result.deleted_files = remote_only
             else:
                 self.result.remote_only_files = remote_only
