@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test test-fast test-big test-random versions-model lint bench bench-ome bench-scale bench-tools check-client-install image-test clean dandi-venvs compose-schema
+.PHONY: install serve test test-fast test-big test-random versions-model lint bench bench-ome bench-scale bench-tools load check-client-install image-test clean dandi-venvs compose-schema
 
 # The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
 # tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
@@ -117,6 +117,25 @@ bench-ome: $(STAMP)
 # on SeaweedFS, time and peak RSS compared. Not part of `make bench`'s default parts.
 bench-scale: $(STAMP)
 	BENCH_S3_PACKED_PARTS=d $(BIN)/python -m bench s3_packed
+
+# Issue #39's load test in the production shape (bench/bench_load.py): LOAD_UPLOADERS (16)
+# uploaders and LOAD_READERS (64) readers through Locust for LOAD_MINUTES (5), again with a
+# Celery worker and a web worker killed halfway (LOAD_KILL=0: not), then the readers' rate
+# stepped (LOAD_READER_RATES, total requests/s; LOAD_STEP_SECONDS each). Prints the tables.
+LOAD_MINUTES ?= 5
+LOAD_UPLOADERS ?= 16
+LOAD_READERS ?= 64
+LOAD_READER_RATE ?= 1
+LOAD_KILL ?= 1
+LOAD_READER_RATES ?= 16,32,64,128
+LOAD_STEP_SECONDS ?= 60
+
+load: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
+	LOAD_SECONDS=$${LOAD_SECONDS:-$$(( $(LOAD_MINUTES) * 60 ))} LOAD_UPLOADERS=$(LOAD_UPLOADERS) \
+	LOAD_READERS=$(LOAD_READERS) LOAD_READER_RATE=$(LOAD_READER_RATE) LOAD_KILL=$(LOAD_KILL) \
+	LOAD_READER_RATES=$(LOAD_READER_RATES) LOAD_STEP_SECONDS=$(LOAD_STEP_SECONDS) \
+	$(BIN)/python -m bench load
 
 # `pip install .` is the client and CLI alone (no Django); the zarr extra adds ArchiveStore.
 # Installs into a throwaway venv, from this directory.

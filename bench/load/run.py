@@ -1,0 +1,495 @@
+"""The load test's driver: the production shape (``tests.support.production``: PostgreSQL, a
+Redis, SeaweedFS, gunicorn with the production config, Celery workers and beat), its users and
+seed data, one or more Locust runs against it (``bench.load.locustfile``, Locust's own
+process), optionally a Celery worker and a web worker SIGKILLed mid-run, then the checks: every
+archive's checksum equals the one its client computed locally, and ``audit_zarr`` finds no
+drift. ``bench.bench_load`` prints it; ``tests/production/test_load_live.py`` asserts it."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+import requests
+
+from bench.load.plan import Plan, ReadTarget, UploaderPlan
+from bench.load.sources import ArraySource
+from bench.s3_env import busy_cpu_seconds, cpu_seconds
+from dandizarr.client import DandizarrClient
+from tests.support.production import Production, child_pids
+from tests.support.seaweedfs import SeaweedS3
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+# Each seeded archive's chunks (published once, then grown as a draft).
+SEED_FILES = 512
+# Longest the checks wait for every archive's checksum after a run (a killed worker's tree
+# update is requeued by beat: DANDIZARR_STALLED_UPDATE_SECONDS + DANDIZARR_RESUME_INTERVAL_SECONDS).
+DRAIN_SECONDS = 300.0
+
+
+@dataclass
+class LoadConfig:
+    seconds: int
+    uploaders: int
+    readers: int
+    # Each reader's requests per second; 0: as fast as the service answers.
+    reader_rate: float = 1.0
+    owners: int = 4
+    web_workers: int = 2
+    celery_workers: int = 2
+    seed: int = 39
+
+
+@dataclass
+class Row:
+    """One route class's figures, as Locust's stats give them."""
+
+    type: str
+    name: str
+    requests: int
+    failures: int
+    p50_ms: float
+    p99_ms: float
+    per_second: float
+
+
+@dataclass
+class PhaseReport:
+    """One Locust run: the table, the failures by kind, the kills made, the CPU by process."""
+
+    label: str
+    config: LoadConfig
+    rows: list[Row]
+    failures: Counter[str]
+    kills: list[str]
+    cpu: dict[str, float]  # CPU seconds by process group
+    wall: float
+    machine_busy: float
+    load_before: str
+    load_after: str
+    uploads: int = 0
+    uploads_failed: int = 0
+
+    def count(self, kind: str) -> int:
+        """Failures whose message starts with ``kind`` (``HTTP 5``, ``timeout``, ``connection``)."""
+        return sum(n for message, n in self.failures.items() if message.startswith(kind))
+
+    def row(self, name: str) -> Row | None:
+        return next((r for r in self.rows if r.name == name), None)
+
+    def reader_p99(self) -> float:
+        """The p99 of every read together."""
+        row = self.row("read: all reads")
+        return row.p99_ms if row else 0.0
+
+    def worst_reader_p99(self) -> float:
+        """The largest p99 of the readers' route classes."""
+        return max((r.p99_ms for r in self.rows if r.name.startswith("read: ")), default=0.0)
+
+    def reader_rate(self) -> float:
+        row = self.row("read: all reads")
+        return row.per_second if row else 0.0
+
+    def table(self) -> str:
+        lines = [
+            f"{'route class':<58} {'requests':>8} {'fail':>5} {'p50 ms':>7} {'p99 ms':>7} "
+            f"{'req/s':>7}"
+        ]
+        ordered = sorted(
+            self.rows, key=lambda r: (r.name == "Aggregated", ": all " in r.name, r.name)
+        )
+        for row in ordered:
+            name = row.name if row.name != "Aggregated" else "everything (Locust's aggregate)"
+            lines.append(
+                f"{name[:58]:<58} {row.requests:>8} {row.failures:>5} {row.p50_ms:>7.0f} "
+                f"{row.p99_ms:>7.0f} {row.per_second:>7.1f}"
+            )
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        cores = os.cpu_count() or 1
+        cpu = ", ".join(
+            f"{name} {seconds / self.wall:.2f}"
+            for name, seconds in sorted(self.cpu.items(), key=lambda item: -item[1])
+        )
+        failures = "; ".join(f"{n} x {m[:160]}" for m, n in self.failures.most_common(8))
+        return "\n".join(
+            [
+                f"{self.label}: {self.config.uploaders} uploaders, {self.config.readers} readers "
+                f"at {self.config.reader_rate or 'unpaced'} req/s each, {self.config.seconds} s "
+                f"({self.wall:.0f} s with the uploads' ends)",
+                f"  uploads: {self.uploads} ({self.uploads_failed} failed); 5xx "
+                f"{self.count('HTTP 5')}, timeouts {self.count('timeout')}, connection errors "
+                f"{self.count('connection')}",
+                f"  failures: {failures or 'none'}",
+                f"  kills: {'; '.join(self.kills) or 'none'}",
+                f"  cores busy: machine {self.machine_busy / self.wall:.2f} of {cores}; {cpu}",
+                f"  load average before: {self.load_before}; after: {self.load_after}",
+            ]
+        )
+
+
+@dataclass
+class Checks:
+    """After the runs: each uploader's archive against its client's checksum, and the audit."""
+
+    archives: int = 0
+    mismatched: list[str] = field(default_factory=list)
+    audit: str = ""
+    audit_clean: bool = False
+
+    def describe(self) -> str:
+        return (
+            f"checksums: {self.archives - len(self.mismatched)} of {self.archives} archives equal "
+            f"their client's ({'; '.join(self.mismatched) or 'no mismatch'}); audit_zarr: "
+            f"{'no drift' if self.audit_clean else 'DRIFT or skipped archives:'}"
+            + ("" if self.audit_clean else "\n" + self.audit)
+        )
+
+
+def load_average() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+class Stack:
+    """The production shape with the load test's users, owners' dandisets and seed data."""
+
+    def __init__(self, base: Path, server_database_url: str, config: LoadConfig) -> None:
+        self.base = base
+        self.config = config
+        self.s3 = SeaweedS3(base / "seaweedfs")
+        self.deployment = Production(
+            base / "deployment",
+            server_database_url,
+            self.s3,
+            f"load-{uuid.uuid4().hex[:8]}",
+            web_workers=config.web_workers,
+            celery_workers=config.celery_workers,
+            extra_env={
+                # Every reader comes from 127.0.0.1: the per-address limits of expensive reads
+                # would answer most of them 429 (the throttle is not what is measured).
+                "DANDIZARR_THROTTLE_ANON": "10000000/min",
+                "DANDIZARR_THROTTLE_USER": "10000000/min",
+            },
+        )
+        # The web workers share the throttles' counts and cached previews (docs/deploying.md).
+        self.deployment.extra_env["DANDIZARR_CACHE_URL"] = (
+            self.deployment.redis.url.rsplit("/", 1)[0] + "/1"
+        )
+        self.uploaders: list[UploaderPlan] = []
+        self.targets: list[ReadTarget] = []
+        self.results = base / "uploads.jsonl"
+
+    def start(self) -> None:
+        self.deployment.start()
+        # Object versions on (published versions need them), CORS: as deploying.md says.
+        self.deployment.manage("ensure_bucket")
+        self._users()
+        self._seed()
+
+    def stop(self) -> None:
+        try:
+            self.deployment.stop()
+        finally:
+            self.s3.stop()
+
+    def _users(self) -> None:
+        """Owners made with ``manage.py users``, each creating a dandiset of their own (its
+        owner); uploaders round-robin over them, half of them packed."""
+        tokens = self.base / "tokens"
+        tokens.mkdir(exist_ok=True)
+        script = "from django.core.management import call_command\n" + "".join(
+            f"call_command('users', 'add', 'owner{n}')\n"
+            f"call_command('users', 'token', 'issue', 'owner{n}', '--file', "
+            f"{str(tokens / f'owner{n}')!r})\n"
+            for n in range(self.config.owners)
+        )
+        self.deployment.manage("shell", "-c", script)
+        owners = []
+        for n in range(self.config.owners):
+            token = (tokens / f"owner{n}").read_text().strip()
+            with DandizarrClient(self.deployment.url, token) as client:
+                owners.append((token, client.create_dandiset(f"load owner{n}")["identifier"]))
+        for number in range(self.config.uploaders):
+            token, dandiset = owners[number % len(owners)]
+            pack = number % 2 == 1
+            name = f"uploader{number}-{'packed' if pack else 'loose'}"
+            root = self.base / "sources" / name
+            self.uploaders.append(UploaderPlan(token, dandiset, name, str(root), pack))
+
+    def _seed(self) -> None:
+        """Two archives (loose, packed) uploaded, published, then grown as drafts: readers read
+        the published versions and the drafts."""
+        rng = random.Random(self.config.seed)
+        url, token = self.deployment.url, self.deployment.token
+        with DandizarrClient(url, token) as client:
+            dandiset = client.create_dandiset("load readers")["identifier"]
+            sources = {}
+            for pack in (False, True):
+                name = f"seed-{'packed' if pack else 'loose'}"
+                source = ArraySource(self.base / "sources" / name)
+                source.grow(rng, SEED_FILES, 0)
+                result = client.upload(source.root, dandiset=dandiset, name=name, pack=pack)
+                if not result.ok:
+                    raise RuntimeError(f"seeding {name} did not verify: {result.to_json()}")
+                sources[result.zarr_id] = source
+                client.request(
+                    "POST",
+                    f"/api/dandisets/{dandiset}/versions/draft/assets/",
+                    json={"path": f"{name}.zarr", "zarr_id": result.zarr_id, "metadata": {}},
+                    expect=(201,),
+                )
+            client.request(
+                "POST", f"/api/dandisets/{dandiset}/versions/draft/publish/", expect=(201,)
+            )
+            for zarr_id, source in sources.items():
+                versions = client.get_json(f"/api/zarr/{zarr_id}/versions/")["results"]
+                self.targets.append(ReadTarget(versions[-1]["zarr_id"], "version", source.paths()))
+                source.grow(rng, SEED_FILES // 4, 16)
+                result = client.upload(
+                    source.root,
+                    dandiset=dandiset,
+                    name=source.root.name,
+                    pack=source.root.name.endswith("packed"),
+                )
+                if not result.ok:
+                    raise RuntimeError(f"growing {zarr_id} did not verify: {result.to_json()}")
+                self.targets.append(ReadTarget(zarr_id, "draft", source.paths()))
+
+    # --- a run -------------------------------------------------------------------------------
+
+    def run(self, label: str, config: LoadConfig, *, kill: bool = False) -> PhaseReport:
+        """One Locust run of ``config``; with ``kill``, a Celery worker and a web worker are
+        SIGKILLed halfway through (gunicorn starts a new web worker; the Celery worker is
+        started again 5 s later, as a supervisor would)."""
+        out = self.base / f"locust-{label}"
+        out.mkdir(exist_ok=True)
+        plan = Plan(
+            url=self.deployment.url,
+            uploaders=self.uploaders[: config.uploaders],
+            targets=self.targets,
+            reader_rate=config.reader_rate,
+            results=str(self.results),
+            seed=config.seed,
+        )
+        plan.write(out / "plan.json")
+        results_before = _lines(self.results)
+        users = config.uploaders + config.readers
+        argv = [
+            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+            "-u", str(users), "-r", str(users), "-t", f"{config.seconds}s",
+            "--host", self.deployment.url,
+            # Uploads under way at the end finish (their checksums are checked after).
+            "--stop-timeout", "600", "--only-summary", "--loglevel", "WARNING",
+        ]  # fmt: skip
+        env = {
+            **os.environ,
+            "LOAD_PLAN": str(out / "plan.json"),
+            "LOAD_STATS": str(out / "stats.json"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
+        load_before = load_average()
+        busy = busy_cpu_seconds()
+        started = time.monotonic()
+        with open(out / "locust.log", "wb") as log:
+            locust = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            sampler = _CpuSampler(self, locust.pid)
+            sampler.start()
+            kills: list[str] = []
+            if kill:
+                killer = threading.Thread(
+                    target=self._kill_midway, args=(config.seconds / 2, kills), daemon=True
+                )
+                killer.start()
+            try:
+                locust.wait(config.seconds + 900)
+            finally:
+                if locust.poll() is None:
+                    locust.kill()
+                sampler.stop()
+        wall = time.monotonic() - started
+        machine_busy = busy_cpu_seconds() - busy
+        rows, failures = _read_stats(out / "stats.json")
+        uploads = [json.loads(line) for line in _lines(self.results)[len(results_before) :]]
+        if not rows:
+            raise RuntimeError(f"Locust wrote no stats; see {out / 'locust.log'}")
+        return PhaseReport(
+            label, config, rows, failures, kills, sampler.totals(), wall, machine_busy,
+            load_before, load_average(), len(uploads),
+            sum(1 for u in uploads if not u.get("ok")),
+        )  # fmt: skip
+
+    def _kill_midway(self, after: float, kills: list[str]) -> None:
+        time.sleep(after)
+        web = self.deployment.web_worker_pids()
+        if web:
+            os.kill(web[0], signal.SIGKILL)
+            kills.append(f"web worker {web[0]} SIGKILL at {after:.0f} s")
+        worker = self.deployment.workers[0]
+        old = worker.pid
+        worker.kill()
+        kills.append(f"Celery worker {old} SIGKILL at {after:.0f} s")
+        time.sleep(5)
+        worker.start()
+        kills.append(f"Celery worker started again ({worker.pid}) at {after + 5:.0f} s")
+
+    # --- the checks --------------------------------------------------------------------------
+
+    def check(self) -> Checks:
+        """Each uploader archive's checksum (once complete) against the checksum its client
+        computed in its last upload, then ``audit_zarr --report-only`` over every archive."""
+        last: dict[str, dict[str, object]] = {}
+        for line in _lines(self.results):
+            answer = json.loads(line)
+            if answer.get("zarr_id"):
+                last[str(answer["zarr_id"])] = answer
+        checks = Checks(archives=len(last))
+        session = requests.Session()
+        session.headers["Authorization"] = f"Token {self.deployment.token}"
+        deadline = time.monotonic() + DRAIN_SECONDS
+        for zarr_id, answer in last.items():
+            while True:
+                detail = session.get(f"{self.deployment.url}/api/zarr/{zarr_id}/", timeout=60)
+                detail.raise_for_status()
+                body = detail.json()
+                if body["checksum_status"] == "complete" and not body["upload_in_progress"]:
+                    break
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            local = answer.get("local_checksum") or answer.get("expected_checksum")
+            if not answer.get("ok") or body["checksum"] != local:
+                checks.mismatched.append(
+                    f"{answer.get('name')} {zarr_id}: server {body['checksum']} "
+                    f"({body['checksum_status']}), client {local}, last upload ok "
+                    f"{answer.get('ok')} {answer.get('error', '')}"
+                )
+        checks.audit = self.deployment.manage("audit_zarr", "--report-only", timeout=600)
+        checks.audit_clean = (
+            "\n0 archive(s) had drift" in "\n" + checks.audit
+            and "0 unreferenced archive(s) in storage" in checks.audit
+        )
+        return checks
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+# Locust's failures name the exception by its repr: RuntimeError('HTTP 503').
+_EXCEPTION_REPR = re.compile(r"^\w+\((['\"])(.*)\1\)$", re.DOTALL)
+
+
+def _read_stats(path: Path) -> tuple[list[Row], Counter[str]]:
+    """The rows and failures ``bench.load.locustfile`` wrote once Locust stopped."""
+    if not path.exists():
+        return [], Counter()
+    stats = json.loads(path.read_text())
+    rows = [Row(**row) for row in stats["rows"]]
+    failures: Counter[str] = Counter()
+    for error in stats["errors"]:
+        message = _EXCEPTION_REPR.sub(r"\2", error["error"])
+        failures[f"{message} [{error['name']}]"] += int(error["occurrences"])
+    return rows, failures
+
+
+class _CpuSampler(threading.Thread):
+    """Every 2 s, the CPU seconds of each process of the stack, by group; a process's share is
+    its last sample less its first (a process started meanwhile from 0), so processes killed or
+    started during the run count up to their last sample."""
+
+    def __init__(self, stack: Stack, locust_pid: int) -> None:
+        super().__init__(daemon=True)
+        self.stack = stack
+        self.locust_pid = locust_pid
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.group: dict[int, str] = {}
+        self.stopping = threading.Event()
+        self.started_pids = set(self._pids())
+        self._sample()
+
+    def _pids(self) -> dict[int, str]:
+        deployment = self.stack.deployment
+        groups: dict[int, str] = {}
+        if deployment.web is not None and deployment.web.running():
+            groups[deployment.web.pid] = "gunicorn master"
+            for pid in child_pids(deployment.web.pid):
+                groups[pid] = "gunicorn workers"
+        for worker in deployment.workers:
+            if worker.running():
+                groups[worker.pid] = "Celery workers"
+        if deployment.beat is not None and deployment.beat.running():
+            groups[deployment.beat.pid] = "Celery beat"
+        if deployment.redis.running():
+            groups[deployment.redis.pid] = "redis"
+        if self.stack.s3.process is not None:
+            groups[self.stack.s3.process.pid] = "SeaweedFS"
+            for pid in child_pids(self.stack.s3.process.pid):
+                groups[pid] = "SeaweedFS"
+        groups[self.locust_pid] = "Locust (readers)"
+        for pid in child_pids(self.locust_pid):
+            groups[pid] = "uploader clients"
+        try:
+            with psycopg.connect(deployment.server_database_url, autocommit=True) as conn:
+                rows = conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = %s",
+                    (deployment.database_name,),
+                ).fetchall()
+            for (pid,) in rows:
+                groups[pid] = "PostgreSQL backends"
+        except psycopg.Error:
+            pass
+        return groups
+
+    def _sample(self) -> None:
+        for pid, group in self._pids().items():
+            seconds = cpu_seconds([pid])
+            if seconds == 0.0 and pid not in self.last:
+                continue
+            self.group[pid] = group
+            self.first.setdefault(pid, seconds if pid in self.started_pids else 0.0)
+            self.last[pid] = max(seconds, self.last.get(pid, 0.0))
+
+    def run(self) -> None:
+        while not self.stopping.wait(2.0):
+            self._sample()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(10)
+
+    def totals(self) -> dict[str, float]:
+        totals: Counter[str] = Counter()
+        for pid, group in self.group.items():
+            totals[group] += self.last[pid] - self.first[pid]
+        return dict(totals)
+
+
+@contextmanager
+def stack(base: Path, server_database_url: str, config: LoadConfig) -> Iterator[Stack]:
+    """The stack started (a fresh database of its own), stopped on the way out."""
+    started = Stack(base, server_database_url, config)
+    try:
+        started.start()
+        yield started
+    except BaseException:
+        print(started.deployment.logs_tail(), file=sys.stderr)
+        raise
+    finally:
+        started.stop()
