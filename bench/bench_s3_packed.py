@@ -22,6 +22,13 @@ d. Scale (issue #23; ``make bench-scale``, not part of the default parts): ``BEN
    from disk: 10,000,000 files of 64 bytes need about 40 GB of page cache (a 4 KiB page each)
    and 1,000,000 fit, which made a warm 1M against a cold 10M a measure of the cache.
 
+e. Resume and ``--sync`` at ``BENCH_PACKED_FILES`` chunk files (issue #39), into ``make
+   serve``: the client's peak RSS of an upload resumed after the first was killed half-way,
+   of a fresh upload, and of ``upload --sync`` of the same tree into an archive that also
+   holds a tenth as many files absent locally (all of the tree held already: every file is
+   hashed and matched, the others deleted); target: resume and ``--sync`` at most 2x the
+   fresh upload's peak.
+
 ``BENCH_S3_PACKED_CHUNKS`` (default 100000), ``BENCH_S3_PACKED_CONVERT`` (10000) and
 ``BENCH_PACKED_FILES`` (1000000) scale the three down; ``BENCH_S3_PACKED_PARTS`` picks parts
 (e.g. ``c``; default ``abc``). Figures are printed, never asserted.
@@ -33,6 +40,7 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -436,13 +444,73 @@ def part_d(tmp: Path) -> None:
     )
 
 
+def _killed_half_way(service: Service, src: Path, dandiset: str, name: str) -> int:
+    """``dandizarr upload --pack`` of ``src`` into a new archive ``name``, killed (SIGKILL)
+    once the service holds half of ``src``'s files: how many it held then."""
+    created = service.api(
+        "POST", "/api/zarr/", json={"name": name, "dandiset": dandiset, "layout": "sharded"}
+    ).json()
+    zarr_id = created["zarr_id"]
+    command = dandizarr_command(
+        "upload", str(src), "--zarr-id", zarr_id, "--jobs", str(JOBS), "--no-progress", "--pack"
+    )
+    environment = {**os.environ, "DANDIZARR_URL": service.url, "DANDIZARR_TOKEN": service.token}
+    process = subprocess.Popen(
+        command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        while (held := service.api("GET", f"/api/zarr/{zarr_id}/").json()["file_count"]) < (
+            MILLION // 2
+        ):
+            if process.poll() is not None:
+                raise RuntimeError(f"the upload to kill ended first (status {process.returncode})")
+            time.sleep(0.5)
+    finally:
+        process.kill()
+        process.wait()
+    return int(held)
+
+
+def part_e(tmp: Path) -> None:
+    src, written = _source(tmp, "e", MILLION, os.environ.get("BENCH_PACKED_SOURCE"))
+    extra = tmp / "e-extra"
+    write_array(extra / "x", MILLION // 10, 64)
+    print(
+        f"\ne. resume and --sync of {MILLION:,} chunk files of 64 bytes (source {written}) into "
+        "make serve: client peak RSS against a fresh upload's (target: at most 2x)"
+    )
+    with default_service(tmp) as service:
+        dandiset = service.api("POST", "/api/dandisets/", data={"name": "e"}).json()
+        identifier = dandiset["identifier"]
+        held = _killed_half_way(service, src, identifier, "resumed")
+        resumed = upload(service, src, identifier, "resumed", "--pack")
+        fresh = upload(service, src, identifier, "synced", "--pack")
+        upload(service, extra, identifier, "synced", "--pack")
+        synced = upload(service, src, identifier, "synced", "--pack", "--sync")
+    peak = fresh["client_mb"]
+    for label, done in (
+        (f"resumed (killed holding {held:,} files)", resumed),
+        (f"--sync (deleting {synced['deleted_files']:,})", synced),
+    ):
+        ratio = done["client_mb"] / peak
+        print(
+            f"   {label}: {done['wall']:.1f} s wall, client peak {done['client_mb']:.0f} MB, "
+            f"{ratio:.2f}x the fresh upload's {peak:.0f} MB "
+            f"{'(at most 2x: ok)' if ratio <= 2 else '(MISSED: over 2x)'}; uploaded "
+            f"{done['uploaded_files']:,}, skipped {done['skipped_files']:,}; client phases "
+            f"{_phases(done)}"
+        )
+    print(f"   fresh: {fresh['wall']:.1f} s wall, client peak {peak:.0f} MB")
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     print(cpu_load())
     keep = os.environ.get("BENCH_S3_PACKED_TMP")
     with tempfile.TemporaryDirectory(prefix="bench-s3-packed-", dir=keep) as tmp:
         tmp_path = Path(tmp)
-        for part, run in (("a", part_a), ("b", part_b), ("c", part_c), ("d", part_d)):
+        parts = (("a", part_a), ("b", part_b), ("c", part_c), ("d", part_d), ("e", part_e))
+        for part, run in parts:
             if part in PARTS:
                 run(tmp_path)
     print(cpu_load())
