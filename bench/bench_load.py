@@ -60,7 +60,9 @@ def main() -> None:
         web_workers=_env_int("LOAD_WEB_WORKERS", 2),
         celery_workers=_env_int("LOAD_CELERY_WORKERS", 2),
     )
-    rates = [float(r) for r in os.environ.get("LOAD_READER_RATES", "16,32,64,128").split(",") if r]
+    rates = [
+        float(r) for r in os.environ.get("LOAD_READER_RATES", "4,8,16,32,64,128").split(",") if r
+    ]
     step_seconds = _env_int("LOAD_STEP_SECONDS", 60)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
@@ -71,7 +73,7 @@ def main() -> None:
         stack(Path(tmp), DATABASE_URL, config) as started,
     ):
         print(f"stack up: {started.deployment.url}; seeded {len(started.targets)} read targets")
-        _print_phase(started.run("steady", config))
+        _print_phase(started.run("steady", config, profile=True))
         print(started.check().describe(), flush=True)
         if os.environ.get("LOAD_KILL", "1") != "0":
             _print_phase(started.run("kills", config, kill=True))

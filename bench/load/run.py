@@ -28,7 +28,7 @@ import requests
 
 from bench.load.plan import Plan, ReadTarget, UploaderPlan
 from bench.load.sources import ArraySource
-from bench.s3_env import busy_cpu_seconds, cpu_seconds
+from bench.s3_env import busy_cpu_seconds, cpu_seconds, tool
 from dandizarr.client import DandizarrClient
 from tests.support.production import Production, child_pids
 from tests.support.seaweedfs import SeaweedS3
@@ -84,6 +84,7 @@ class PhaseReport:
     load_after: str
     uploads: int = 0
     uploads_failed: int = 0
+    profile: str = ""
 
     def count(self, kind: str) -> int:
         """Failures whose message starts with ``kind`` (``HTTP 5``, ``timeout``, ``connection``)."""
@@ -140,6 +141,7 @@ class PhaseReport:
                 f"  kills: {'; '.join(self.kills) or 'none'}",
                 f"  cores busy: machine {self.machine_busy / self.wall:.2f} of {cores}; {cpu}",
                 f"  load average before: {self.load_before}; after: {self.load_after}",
+                *([self.profile] if self.profile else []),
             ]
         )
 
@@ -273,10 +275,13 @@ class Stack:
 
     # --- a run -------------------------------------------------------------------------------
 
-    def run(self, label: str, config: LoadConfig, *, kill: bool = False) -> PhaseReport:
+    def run(
+        self, label: str, config: LoadConfig, *, kill: bool = False, profile: bool = False
+    ) -> PhaseReport:
         """One Locust run of ``config``; with ``kill``, a Celery worker and a web worker are
         SIGKILLed halfway through (gunicorn starts a new web worker; the Celery worker is
-        started again 5 s later, as a supervisor would)."""
+        started again 5 s later, as a supervisor would); with ``profile``, py-spy samples a web
+        worker for the middle third of the run (``PhaseReport.profile``)."""
         out = self.base / f"locust-{label}"
         out.mkdir(exist_ok=True)
         plan = Plan(
@@ -311,6 +316,13 @@ class Stack:
             sampler = _CpuSampler(self, locust.pid)
             sampler.start()
             kills: list[str] = []
+            profiled: list[str] = []
+            if profile:
+                threading.Thread(
+                    target=self._profile_web,
+                    args=(config.seconds / 3, config.seconds / 3, out, profiled),
+                    daemon=True,
+                ).start()
             if kill:
                 killer = threading.Thread(
                     target=self._kill_midway, args=(config.seconds / 2, kills), daemon=True
@@ -331,8 +343,26 @@ class Stack:
         return PhaseReport(
             label, config, rows, failures, kills, sampler.totals(), wall, machine_busy,
             load_before, load_average(), len(uploads),
-            sum(1 for u in uploads if not u.get("ok")),
+            sum(1 for u in uploads if not u.get("ok")), "".join(profiled),
         )  # fmt: skip
+
+    def _profile_web(self, after: float, seconds: float, out: Path, into: list[str]) -> None:
+        spy = tool("py-spy")
+        web = self.deployment.web_worker_pids()
+        if spy is None or not web:
+            into.append("py-spy: not installed (make bench-tools)" if spy is None else "")
+            return
+        time.sleep(after)
+        raw = out / "web-worker.pyspy.txt"
+        done = subprocess.run(
+            [spy, "record", "-p", str(web[0]), "-d", str(int(seconds)), "-r", "50", "-f", "raw",
+             "-o", str(raw), "--nonblocking"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0 or not raw.exists():
+            into.append(f"py-spy failed: {done.stderr[-500:]}")
+            return
+        into.append(where_the_time_goes(raw, f"web worker {web[0]}, {seconds:.0f} s"))
 
     def _kill_midway(self, after: float, kills: list[str]) -> None:
         time.sleep(after)
@@ -406,6 +436,37 @@ def _read_stats(path: Path) -> tuple[list[Row], Counter[str]]:
         message = _EXCEPTION_REPR.sub(r"\2", error["error"])
         failures[f"{message} [{error['name']}]"] += int(error["occurrences"])
     return rows, failures
+
+
+def where_the_time_goes(raw: Path, what: str, top: int = 12) -> str:
+    """py-spy's raw samples (one ``frame;frame;... count`` line per stack) summed: the functions
+    the samples were in (self), and the project's functions they were under (inclusive)."""
+    own: Counter[str] = Counter()
+    under: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        samples = int(count)
+        total += samples
+        frames = [f.strip() for f in stack.split(";")]
+        own[_frame(frames[-1])] += samples
+        for name in {_frame(f) for f in frames if "dandizarr" in f}:
+            under[name] += samples
+    if not total:
+        return f"  py-spy, {what}: no samples"
+    lines = [f"  py-spy, {what}: {total} samples of running threads; self:"]
+    lines += [f"    {n / total:6.1%} {name}" for name, n in own.most_common(top)]
+    lines.append("  under the project's functions (inclusive):")
+    lines += [f"    {n / total:6.1%} {name}" for name, n in under.most_common(top)]
+    return "\n".join(lines)
+
+
+def _frame(frame: str) -> str:
+    """``function (path/to/module.py:12)`` as ``function (module.py)``."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.rsplit('/', 1)[-1].split(':', 1)[0]})" if where else name
 
 
 class _CpuSampler(threading.Thread):
