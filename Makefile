@@ -113,8 +113,11 @@ bench: $(STAMP) dandi-venvs bench-tools
 bench-ome: $(STAMP)
 	$(BIN)/python -m bench ome_pages
 
-# Issue #23's scale run (about half an hour): 1,000,000 and then 10,000,000 packed chunk files
-# on SeaweedFS, time and peak RSS compared. Not part of `make bench`'s default parts.
+# Issues #23 and #39's scale run (about an hour): 1,000,000 packed chunk files three times, then
+# 10,000,000, on SeaweedFS: time, peak RSS, the service's CPU per batch, publish and version
+# reads compared. On `dandizarr serve` (SQLite), or with DATABASE_URL=postgresql://.../postgres
+# (a server: a fresh database is made on it for each upload) on the production shape (gunicorn,
+# Celery, Redis). bench/scale.py says more. Not part of `make bench`'s default parts.
 bench-scale: $(STAMP)
 	BENCH_S3_PACKED_PARTS=d $(BIN)/python -m bench s3_packed
 

@@ -13,14 +13,7 @@ c. A million chunk files (a Zarr v2 array, nested keys, 64 bytes each) packed in
    browse latency of a directory and of a file entry, audit time and peak memory.
    ``BENCH_S3_PACKED_SERVICES`` picks services (default ``serve,s3,pg``).
 
-d. Scale (issue #23; ``make bench-scale``, not part of the default parts): ``BENCH_PACKED_FILES``
-   (1,000,000) and then ``BENCH_SCALE_FILES`` (10,000,000) chunk files of 64 bytes packed into
-   the service on SeaweedFS, each into a fresh service: wall time and peak RSS of the service
-   and of the client at both sizes, and their ratios (targets: time at most linear, peak RSS
-   at most 2x). ``BENCH_SCALE_SOURCE`` keeps the large source tree for later runs. Each upload
-   starts with the kernel's page cache dropped (when run as root), so both read their source
-   from disk: 10,000,000 files of 64 bytes need about 40 GB of page cache (a 4 KiB page each)
-   and 1,000,000 fit, which made a warm 1M against a cold 10M a measure of the cache.
+d. Scale (``make bench-scale``, not part of the default parts): ``bench.scale``.
 
 e. Resume and ``--sync`` at ``BENCH_PACKED_FILES`` chunk files (issue #39), into ``make
    serve``: the client's peak RSS of an upload resumed after the first was killed half-way,
@@ -57,12 +50,10 @@ from bench.s3_env import (
     cpu_load,
     dandizarr_command,
     local_service,
-    page_cache_dropped,
     peak_rss_mb,
     run_timed,
     s3_env,
     seaweedfs,
-    server_share,
     service_on,
 )
 from tests.support.production import create_database, drop_database
@@ -113,10 +104,26 @@ class Service:
 def write_array(root: Path, count: int, chunk_bytes: int) -> tuple[str, str]:
     """A Zarr v2 array at ``root`` of ``count`` raw uint8 chunk files of ``chunk_bytes`` bytes,
     nested keys ``i/j`` (``"dimension_separator": "/"``), up to 1,000 per directory; one
-    directory and one chunk path, for browsing."""
+    directory and one chunk path, for browsing. ``.zarray`` is written last: a tree without it
+    is unfinished (a writer stopped half-way), and writing it again keeps the directories that
+    were already full (10,000,000 files take half an hour on a busy machine)."""
     cols = min(1000, count)
     rows = max(1, count // cols)
-    root.mkdir(parents=True)
+    root.mkdir(parents=True, exist_ok=True)
+    noise = os.urandom(1 << 20)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    for i in range(rows):
+        directory = root / str(i)
+        if (root / str(i + 1)).is_dir() and len(os.listdir(directory)) == cols:
+            continue  # full, and the writer went on past it (the last one may be cut short)
+        directory.mkdir(exist_ok=True)
+        for j in range(cols):
+            n = (i * cols + j) * 7919 % ((1 << 20) - chunk_bytes)
+            fd = os.open(directory / str(j), flags, 0o644)
+            try:
+                os.write(fd, noise[n : n + chunk_bytes])
+            finally:
+                os.close(fd)
     (root / ".zarray").write_text(
         json.dumps(
             {
@@ -132,18 +139,6 @@ def write_array(root: Path, count: int, chunk_bytes: int) -> tuple[str, str]:
             }
         )
     )
-    noise = os.urandom(1 << 20)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    for i in range(rows):
-        directory = root / str(i)
-        directory.mkdir()
-        for j in range(cols):
-            n = (i * cols + j) * 7919 % ((1 << 20) - chunk_bytes)
-            fd = os.open(directory / str(j), flags, 0o644)
-            try:
-                os.write(fd, noise[n : n + chunk_bytes])
-            finally:
-                os.close(fd)
     return array_paths(root)
 
 
@@ -167,13 +162,15 @@ def fresh_database(name: str) -> Iterator[str]:
 
 
 @contextmanager
-def seaweed_service(tmp: Path, name: str, database_url: str | None = None) -> Iterator[Service]:
+def seaweed_service(
+    tmp: Path, name: str, database_url: str | None = None, **settings: str
+) -> Iterator[Service]:
     """``dandizarr serve`` on SeaweedFS, on SQLite in its data directory or on
-    ``database_url`` (PostgreSQL)."""
+    ``database_url`` (PostgreSQL); ``settings`` add to its environment."""
     database = {"DATABASE_URL": database_url} if database_url else {}
     with seaweedfs(tmp / f"weed-{name}") as s3:
         bucket = f"bench-{name}"
-        with service_on(s3, tmp / f"serve-{name}", bucket, **database) as service:
+        with service_on(s3, tmp / f"serve-{name}", bucket, **database, **settings) as service:
             env = {
                 "DANDIZARR_STORAGE": "s3",
                 "DANDIZARR_S3_ENDPOINT_URL": s3.endpoint_url,
@@ -392,58 +389,6 @@ def _source(tmp: Path, name: str, count: int, kept: str | None) -> tuple[Path, s
     return src, f"written in {time.perf_counter() - started:.1f} s"
 
 
-def part_d(tmp: Path) -> None:
-    print(
-        f"\nd. scale: {MILLION:,} and {SCALE_FILES:,} chunk files of 64 bytes (Zarr v2, nested "
-        "keys), each `dandizarr upload --pack` into a fresh `dandizarr serve` on SeaweedFS; "
-        "targets: time at most linear, service and client peak RSS at most 2x"
-    )
-    runs = []
-    for count, kept in (
-        (MILLION, os.environ.get("BENCH_PACKED_SOURCE")),
-        (SCALE_FILES, os.environ.get("BENCH_SCALE_SOURCE")),
-    ):
-        src, written = _source(tmp, f"d{count}", count, kept)
-        with seaweed_service(tmp, f"d{count}") as service:
-            dandiset = service.api("POST", "/api/dandisets/", data={"name": "d"}).json()
-            # A file of 64 bytes takes a 4 KiB page and an inode in memory: 10M of them do not
-            # fit in this machine's page cache and 1M do, so a warm 1M run against a 10M run
-            # from disk measures the cache, not the upload. Both start cold.
-            cold = page_cache_dropped()
-            with server_share(service) as share:
-                done = upload(service, src, dandiset["identifier"], f"d{count}", "--pack")
-            done["service_cpu"] = share[0].cpu_seconds
-            counts = objects(service, done["zarr_id"])
-            _, chunk = array_paths(src)
-            file_ms = browse_ms(service, done["zarr_id"], chunk)
-            service_mb = peak_rss_mb(service.pid)
-        runs.append((count, done, service_mb))
-        print(
-            f"   {count:,} files (source {written}; "
-            f"{'page cache dropped' if cold else 'page cache NOT dropped (not root)'}): "
-            f"{done['wall']:.1f} s wall, "
-            f"{count / done['wall']:,.0f} files/s; service peak {service_mb:.0f} MB, client "
-            f"peak {done['client_mb']:.0f} MB; {counts['zarr']} loose + {counts['zarr_shards']} "
-            f"shard objects; checksum {done['server_checksum']} verified; browse {chunk} "
-            f"{file_ms:.1f} ms; client phases {_phases(done)}; CPU seconds: client "
-            f"{done['client_user']:.1f} user + {done['client_system']:.1f} system (kernel), "
-            f"service {done['service_cpu']:.1f}"
-        )
-    (small, a, a_mb), (large, b, b_mb) = runs
-    factor = large / small
-    time_ratio = b["wall"] / a["wall"]
-    rss_ratio = max(b_mb / a_mb, b["client_mb"] / a["client_mb"])
-    print(
-        f"   {factor:g}x the files: {time_ratio:.2f}x the time "
-        f"{'(at most linear: ok)' if time_ratio <= factor else '(MISSED: worse than linear)'}, "
-        f"service {b_mb / a_mb:.2f}x and client {b['client_mb'] / a['client_mb']:.2f}x the peak "
-        f"RSS {'(at most 2x: ok)' if rss_ratio <= 2 else '(MISSED: over 2x)'}; CPU seconds: "
-        f"client user {b['client_user'] / a['client_user']:.2f}x, client system "
-        f"{b['client_system'] / a['client_system']:.2f}x, service "
-        f"{b['service_cpu'] / a['service_cpu']:.2f}x"
-    )
-
-
 def _killed_half_way(service: Service, src: Path, dandiset: str, name: str) -> int:
     """``dandizarr upload --pack`` of ``src`` into a new archive ``name``, killed (SIGKILL)
     once the service holds half of ``src``'s files: how many it held then."""
@@ -509,6 +454,8 @@ def main() -> None:
     keep = os.environ.get("BENCH_S3_PACKED_TMP")
     with tempfile.TemporaryDirectory(prefix="bench-s3-packed-", dir=keep) as tmp:
         tmp_path = Path(tmp)
+        from bench.scale import part_d  # it builds on this module
+
         parts = (("a", part_a), ("b", part_b), ("c", part_c), ("d", part_d), ("e", part_e))
         for part, run in parts:
             if part in PARTS:
