@@ -152,6 +152,7 @@ def production_service(tmp: Path, name: str) -> Iterator[ScaleService]:
             bucket,
             web_workers=WEB_WORKERS,
             celery_workers=1,
+            start_timeout=300,  # gunicorn took over a minute to start on the busy machine
             **_settings(),
         ) as deployment:
             assert deployment.web is not None

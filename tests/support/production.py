@@ -173,6 +173,9 @@ class Production:
     web_workers: int = 3
     celery_workers: int = 2
     extra_env: dict[str, str] = field(default_factory=dict)
+    # How long gunicorn may take to answer at the start (a benchmark on a busy machine waits
+    # longer than a test).
+    start_timeout: float = 60
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -296,7 +299,7 @@ class Production:
             self._log("beat"),
         )
         self.beat.start()
-        self.wait_for_web()
+        self.wait_for_web(self.start_timeout)
 
     def _gunicorn(self, name: str, port: int, workers: int) -> Process:
         argv = [
@@ -380,6 +383,7 @@ def production(
     *,
     web_workers: int = 3,
     celery_workers: int = 2,
+    start_timeout: float = 60,
     **env: str,
 ) -> Iterator[Production]:
     deployment = Production(
@@ -390,6 +394,7 @@ def production(
         web_workers=web_workers,
         celery_workers=celery_workers,
         extra_env=env,
+        start_timeout=start_timeout,
     )
     try:
         deployment.start()
