@@ -181,7 +181,9 @@ class Database:
 
     def __init__(self, url: str, sqlite_path: Path | None) -> None:
         if sqlite_path is not None:
-            self.sqlite: Any = sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)
+            self.sqlite: Any = sqlite3.connect(
+                f"file:{sqlite_path}?mode=ro", uri=True, check_same_thread=False
+            )
             self.postgres: Any = None
         else:
             self.sqlite = None
