@@ -29,6 +29,7 @@ e. Resume and ``--sync`` at ``BENCH_PACKED_FILES`` chunk files (issue #39), into
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -107,9 +108,18 @@ def write_array(root: Path, count: int, chunk_bytes: int) -> tuple[str, str]:
     directory and one chunk path, for browsing. ``.zarray`` is written last: a tree without it
     is unfinished (a writer stopped half-way), and writing it again keeps the directories that
     were already full (10,000,000 files take half an hour on a busy machine)."""
+    root.mkdir(parents=True, exist_ok=True)
+    # Two writers of one kept tree (one started ahead of a benchmark, the benchmark) take turns:
+    # the second waits, then finds it full.
+    with open(root.parent / f".{root.name}.writing", "w") as turn:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        _write_chunks(root, count, chunk_bytes)
+    return array_paths(root)
+
+
+def _write_chunks(root: Path, count: int, chunk_bytes: int) -> None:
     cols = min(1000, count)
     rows = max(1, count // cols)
-    root.mkdir(parents=True, exist_ok=True)
     noise = os.urandom(1 << 20)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     for i in range(rows):
@@ -139,7 +149,6 @@ def write_array(root: Path, count: int, chunk_bytes: int) -> tuple[str, str]:
             }
         )
     )
-    return array_paths(root)
 
 
 def array_paths(root: Path) -> tuple[str, str]:
