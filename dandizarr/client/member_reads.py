@@ -36,17 +36,34 @@ RUN_FILES = 64
 RUNS_AHEAD = 8
 
 
-def read_file(path: str, size_hint: int, *, dir_fd: int | None = None) -> bytes:
+class TooBig:
+    """A file that holds more than the reader's ``limit``: read no further (it is not packed:
+    the upload sends it loose, in parts, ``dandizarr.client.shards``)."""
+
+
+TOO_BIG = TooBig()
+
+
+def read_file(
+    path: str, size_hint: int, *, dir_fd: int | None = None, limit: int | None = None
+) -> bytes | TooBig:
     """The whole of a regular file, expected to hold ``size_hint`` bytes (it may hold more or
-    fewer: it is read to its end); a relative ``path`` is looked up from ``dir_fd``."""
+    fewer: it is read to its end); a relative ``path`` is looked up from ``dir_fd``. TOO_BIG,
+    once more than ``limit`` bytes are read (never more than ``limit`` and a block in memory)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         data = os.read(fd, size_hint + 1)
         if not data:
             return data
         parts = [data]
+        total = len(data)
         while part := os.read(fd, max(size_hint, 1 << 16)):
+            total += len(part)
+            if limit is not None and total > limit:
+                return TOO_BIG
             parts.append(part)
+        if limit is not None and total > limit:
+            return TOO_BIG
         if _DROP_PAGES is not None:
             _DROP_PAGES(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -54,12 +71,14 @@ def read_file(path: str, size_hint: int, *, dir_fd: int | None = None) -> bytes:
         os.close(fd)
 
 
-def _read_run(root_fd: int, paths: Sequence[str], sizes: Sequence[int]) -> list[bytes | None]:
+def _read_run(
+    root_fd: int, paths: Sequence[str], sizes: Sequence[int], limit: int | None
+) -> list[bytes | TooBig | None]:
     """Each file's bytes, None for one that is gone (reported by the caller)."""
-    out: list[bytes | None] = []
+    out: list[bytes | TooBig | None] = []
     for path, size in zip(paths, sizes, strict=True):
         try:
-            out.append(read_file(path, size, dir_fd=root_fd))
+            out.append(read_file(path, size, dir_fd=root_fd, limit=limit))
         except FileNotFoundError:
             out.append(None)
     return out
@@ -77,16 +96,18 @@ class MemberReader:
         self._root_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dandizarr-read")
 
-    def read(self, paths: Sequence[str], sizes: Sequence[int]) -> Iterator[bytes | None]:
+    def read(
+        self, paths: Sequence[str], sizes: Sequence[int], limit: int | None = None
+    ) -> Iterator[bytes | TooBig | None]:
         """The bytes of each of ``paths`` in order (None: the file is gone), read ahead by at
         most ``RUN_FILES * RUNS_AHEAD`` files; ``sizes``: the bytes each file is expected to
-        hold (read at once; the file is read to its end either way). Errors other than a
-        missing file are raised."""
+        hold (read at once; the file is read to its end either way); TOO_BIG for a file over
+        ``limit`` bytes. Errors other than a missing file are raised."""
         root_fd = self._root_descriptor()
         runs = ordered_map(
             self._pool,
             lambda start: _read_run(
-                root_fd, paths[start : start + RUN_FILES], sizes[start : start + RUN_FILES]
+                root_fd, paths[start : start + RUN_FILES], sizes[start : start + RUN_FILES], limit
             ),
             range(0, len(paths), RUN_FILES),
             ahead=RUNS_AHEAD,

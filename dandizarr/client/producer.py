@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
@@ -115,6 +116,15 @@ class BatchProducer:
             batch_bytes += entry.size
             return True
 
+        def hash_unhashed(positions: Iterable[int]) -> None:
+            unhashed = [i for i in positions if not listing.is_hashed(i)]
+            for i, (_, size, md5) in zip(
+                unhashed,
+                md5_files(self.root, [paths[i] for i in unhashed], jobs=jobs),
+                strict=True,
+            ):
+                listing.set_hashed(i, size, md5)
+
         try:
             for i in range(len(paths)):
                 if self.stop.is_set():
@@ -135,13 +145,7 @@ class BatchProducer:
             if holding:
                 assert self.packer is not None  # only the packer holds files back
                 plans, loose = self.packer.plan_shards(listing, to_pack)
-                unhashed = [i for i in loose if not listing.is_hashed(i)]
-                for i, (_, size, md5) in zip(
-                    unhashed,
-                    md5_files(self.root, [paths[i] for i in unhashed], jobs=jobs),
-                    strict=True,
-                ):
-                    listing.set_hashed(i, size, md5)
+                hash_unhashed(loose)
                 for i in loose:
                     if not add_loose(listing.file(i)):
                         return
@@ -151,6 +155,13 @@ class BatchProducer:
                 batch = []
                 if not self.packer.build_batches(plans, listing, info, self.put):
                     return
+                # Chunk files too big for a shard (one over the service's threshold, or the
+                # members of a shard that would be): loose, the biggest in parts.
+                unpacked = self.packer.take_unpacked()
+                hash_unhashed(unpacked)
+                for i in unpacked:
+                    if not add_loose(listing.file(i)):
+                        return
             if batch and not self.put(batch):
                 return
             self.put(None)

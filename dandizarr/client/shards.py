@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from dandizarr.client.errors import ClientError
-from dandizarr.client.member_reads import MemberReader
+from dandizarr.client.member_reads import MemberReader, TooBig
 from dandizarr.client.models import ServiceInfo
 from dandizarr.client.pack_types import PackBatch, PreparedShard
 from dandizarr.client.progress import Progress
@@ -112,6 +112,12 @@ class ShardBuilder:
         self._slots = threading.Semaphore(PACK_BATCHES_AHEAD + 1)
         self._changed_lock = threading.Lock()
         self._reader = MemberReader(os.fspath(root))
+        # The service's multipart threshold (None: storage takes any file in one PUT): no
+        # shard is bigger, since a shard goes in one PUT. A member over it, and the members of
+        # a shard that would be, are not packed but sent loose (``take_unpacked``), the
+        # biggest of them in parts (docs/api.md, "Big files").
+        self.shard_limit: int | None = None
+        self._unpacked: list[int] = []
 
     def cleanup(self) -> None:
         self._reader.close()
@@ -123,6 +129,7 @@ class ShardBuilder:
     def plan_layouts(self, paths: Iterable[str], info: ServiceInfo) -> None:
         """The shard layout of every array found in the local metadata files."""
         member_limit = info.pack_member_limit or DEFAULT_PACK_MEMBER_LIMIT
+        self.shard_limit = info.multipart_threshold_bytes
         metadata = {}
         for path in paths:
             if path.rpartition("/")[2] in METADATA_NAMES:
@@ -248,10 +255,14 @@ class ShardBuilder:
         def members() -> Iterator[tuple[str, int | None, bytes]]:
             hint = _read_size_hint(plan)
             sizes = [listing.size(i) if listing.is_hashed(i) else hint for i in plan.positions]
-            read = self._reader.read(paths, sizes)
+            read = self._reader.read(paths, sizes, self.shard_limit)
             for i, path, slot, data in zip(plan.positions, paths, plan.slots, read, strict=True):
                 if data is None:
                     self._report_changed(path, "deleted")
+                    continue
+                if isinstance(data, TooBig):
+                    with self._changed_lock:
+                        self._unpacked.append(i)
                     continue
                 if listing.is_hashed(i) and (
                     (len(data), hashlib.md5(data).digest()) != listing.record(i)
@@ -277,12 +288,25 @@ class ShardBuilder:
             if not listing.is_hashed(i)
         )
         shard.chunks_per_shard = tuple(cps)
+        if self.shard_limit is not None and shard.size > self.shard_limit:
+            # Members each under the limit, together over it: loose, each in one PUT.
+            with self._changed_lock:
+                self._unpacked.extend(packed)
+            shard.discard()
+            return None
         if not shard.members:
             shard.discard()
             return None
         if self.after_build is not None:
             self.after_build(shard)
         return shard
+
+    def take_unpacked(self) -> list[int]:
+        """The positions of the chunk files left out of their shards for their size (once
+        every shard is built), in listing order; to be sent loose."""
+        with self._changed_lock:
+            taken, self._unpacked = sorted(self._unpacked), []
+        return taken
 
     def _report_changed(self, path: str, why: str) -> None:
         with self._changed_lock:

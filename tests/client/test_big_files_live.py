@@ -10,14 +10,17 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import zarr
+from zarr.storage import LocalStore
 
 from dandizarr.client.big_files import PartJournal
 from dandizarr.client.upload import Uploader
 from dandizarr_server.zarr_api.models import MultipartUpload
 from tests.support.live_client import Service, local_checksum, make_tree
 from tests.support.multipart import PART, THRESHOLD
-from tests.support.sharded_client import MakeUploader
+from tests.support.sharded_client import MakeUploader, local_files
 
 # Two files of three parts each.
 BIG_SIZE = 2 * PART + 1000
@@ -91,3 +94,47 @@ def test_killed_mid_file_resumes_at_the_part(
     assert {p: d for p, (_, d) in service.remote_files(str(zarr_id)).items()} == made
     assert service.archive(str(zarr_id))["checksum"] == local_checksum(root)
     assert not list(service.state_dir.glob("*.parts.jsonl"))
+
+
+def _write_arrays(root: Path) -> dict[str, bytes]:
+    """Three v3 arrays (raw chunks): ``big``, two chunks of 8 MB (each over the threshold);
+    ``mid``, four chunks of 4 MB (each under it, a shard of them over it); ``small``, 40
+    chunks of 40 bytes (packed as usual)."""
+    group = zarr.open_group(LocalStore(root), mode="w", zarr_format=3)
+    rng = np.random.default_rng(11)
+    for name, chunk, count in (("big", 2_000_000, 2), ("mid", 1_000_000, 4), ("small", 10, 40)):
+        array = group.create_array(
+            name, shape=(chunk * count,), chunks=(chunk,), dtype="int32", compressors=None
+        )
+        array[:] = rng.integers(0, 1 << 30, chunk * count, dtype="int32")
+    return local_files(root)
+
+
+@pytest.mark.s3_servers("moto", "seaweedfs")
+def test_pack_sends_chunks_too_big_for_a_shard_loose(
+    service: Service, uploader: MakeUploader, tmp_path: Path
+) -> None:
+    """``upload --pack``: a chunk file over the threshold goes loose, in parts; the members of
+    a shard that would pass the threshold go loose, each in one PUT; the rest is packed. The
+    tree checksum is the one of the local files either way."""
+    root = tmp_path / "arrays.zarr"
+    files = _write_arrays(root)
+    assert all(len(files[f"big/c/{i}"]) > THRESHOLD for i in range(2))
+    assert all(len(files[f"mid/c/{i}"]) < THRESHOLD for i in range(4))
+    result = uploader(root, name="arrays.zarr", pack=True).run()
+    assert result.ok, result
+    assert service.archive(result.zarr_id)["checksum"] == local_checksum(root)
+    remote = service.remote_files(result.zarr_id)
+    assert {p: d for p, (_, d) in remote.items()} == {
+        p: hashlib.md5(b).hexdigest() for p, b in files.items()
+    }
+    proven = MultipartUpload.objects.filter(state=MultipartUpload.State.PROVEN)
+    assert sorted(proven.values_list("path", flat=True)) == ["big/c/0", "big/c/1"]
+
+    def packed(path: str) -> bool:
+        entry = service.api("GET", f"/api/zarr/{result.zarr_id}/files/{path}").json()
+        return bool(entry.get("shard"))
+
+    assert not any(packed(f"big/c/{i}") or packed(f"mid/c/{i}") for i in range(2))
+    assert not packed("mid/c/3")
+    assert all(packed(f"small/c/{i}") for i in (0, 17, 39))

@@ -32,6 +32,7 @@ from tests.support.multipart import (
     upload_in_parts,
 )
 from tests.support.processes import Processes
+from tests.support.sharded import array_files, build_shards
 from tests.support.tree_check import assert_tree_matches_storage
 
 
@@ -337,3 +338,22 @@ def test_a_file_replaced_before_its_proof_leaves_the_later_batch_alone(
     archive = owner.client.get(f"/api/zarr/{zarr_id}/").json()
     assert archive["checksum"] == expected_checksum({"big": b"replaced"})
     assert_tree_matches_storage(zarr_id)
+
+
+def test_a_shard_over_the_threshold_is_refused(
+    owner: Actor, dandiset: str, s3_storage: str
+) -> None:
+    """A shard goes in one PUT: one bigger than the threshold is a 400 naming it, before any
+    batch opens (the client sends members that big loose, in parts)."""
+    zarr_id = create_archive(owner, dandiset, "packed.zarr", layout="sharded")
+    declarations, _, _ = build_shards(array_files())
+    declarations[1]["size"] = THRESHOLD + 1
+    response = owner.client.post(
+        f"/api/zarr/{zarr_id}/upload/", {"shards": declarations}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "shard_too_large"
+    assert response.json()["paths"] == [
+        {"path": declarations[1]["name"], "problem": f"is {THRESHOLD + 1} bytes"}
+    ]
+    assert owner.client.get(f"/api/zarr/{zarr_id}/upload/").status_code == 404  # none opened

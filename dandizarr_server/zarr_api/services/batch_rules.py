@@ -54,6 +54,17 @@ def upload_urls_sign(keys_and_md5s: Sequence[tuple[str, str]], *, acl: str = "")
     return get_store().presigned_put_urls(keys_and_md5s, expires_in=expires_in)
 
 
+def upload_targets_sign(
+    entries: Sequence[tuple[str, str, str]], *, acl: str = ""
+) -> list[UploadTarget]:
+    """A target per ``(name, key, md5)``, in order: a PUT URL for ``key`` bound to its md5 (or
+    requiring ``acl``), named as the client declared it (a file's path, a shard's name). The
+    one way upload, DANDI and pack batches hand out single PUTs (a big file's parts:
+    ``multipart_uploads``)."""
+    urls = upload_urls_sign([(key, md5) for _, key, md5 in entries], acl=acl)
+    return [UploadTarget(name, url) for (name, _, _), url in zip(entries, urls, strict=True)]
+
+
 def open_batch_create(
     *, user: Requester, archive: ZarrArchive, kind: Batch.Kind, paths: Sequence[str]
 ) -> Batch:

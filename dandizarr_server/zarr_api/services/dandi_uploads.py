@@ -41,7 +41,7 @@ from dandizarr_server.zarr_api.services.batch_rules import (
     open_batch_create,
     open_batch_directories_reset,
     open_batch_join,
-    upload_urls_sign,
+    upload_targets_sign,
 )
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert, record_sizes
 from dandizarr_server.zarr_api.services.deletions import files_delete
@@ -80,8 +80,9 @@ def open_upload_add(
             require_writer(user, archive.dandiset)
             _require_open_upload(archive, batch)
             open_batch_join(user=user, archive=archive, batch=batch, files=files)
-        urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in files])
-    return [UploadTarget(f.path, url) for f, url in zip(files, urls, strict=True)]
+        return upload_targets_sign(
+            [(f.path, archive.storage_prefix + f.path, f.md5) for f in files]
+        )
 
 
 def dandi_files_delete(*, user: Requester, archive: ZarrArchive, paths: Sequence[str]) -> None:

@@ -33,14 +33,9 @@ from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
 from dandizarr_server.zarr_api.parsers.problems import Problem
 from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.services.batch_rules import UploadTarget
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PartTargets:
-    part_size: int
-    part_urls: list[str]
 
 
 def multipart_threshold() -> int | None:
@@ -110,7 +105,7 @@ def multipart_files_check(files: Sequence[FileDeclaration]) -> list[FileDeclarat
 
 def multipart_uploads_open(
     archive: ZarrArchive, batch: Batch, files: Sequence[FileDeclaration]
-) -> dict[str, PartTargets]:
+) -> dict[str, UploadTarget]:
     """Open a multipart upload per big file of ``batch`` (in the caller's transaction, under
     its archive lock) and sign its part URLs. A path the batch is uploading in parts already
     keeps its upload when declared again with the same md5 and parts (a client resuming: the
@@ -157,7 +152,7 @@ def _recorded_and_signed(
     big: Sequence[FileDeclaration],
     keys: Sequence[str],
     upload_ids: Sequence[str],
-) -> dict[str, PartTargets]:
+) -> dict[str, UploadTarget]:
     rows = [
         MultipartUpload(
             archive=archive,
@@ -177,14 +172,14 @@ def _recorded_and_signed(
     return {row.path: _part_targets(row) for row in rows}
 
 
-def _part_targets(upload: MultipartUpload) -> PartTargets:
+def _part_targets(upload: MultipartUpload) -> UploadTarget:
     urls = get_store().presigned_part_urls(
         upload.key,
         upload.upload_id,
         upload.part_md5s,
         expires_in=settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS,
     )
-    return PartTargets(upload.part_size, urls)
+    return UploadTarget(upload.path, None, upload.part_size, tuple(urls))
 
 
 def multipart_uploads_abort(uploads: Sequence[MultipartUpload]) -> None:

@@ -14,6 +14,7 @@ from dandizarr.sharding.archive_packing import verify_members
 from dandizarr_server.zarr_api.domain.declarations import ShardDeclaration
 from dandizarr_server.zarr_api.domain.keys import new_shard_key
 from dandizarr_server.zarr_api.domain.permissions import Requester
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import STREAM_BLOCK, get_store
 from dandizarr_server.zarr_api.selectors.shard_members import declared_members
@@ -21,9 +22,10 @@ from dandizarr_server.zarr_api.services.batch_rules import (
     UploadTarget,
     Verification,
     open_batch_create,
-    upload_urls_sign,
+    upload_targets_sign,
 )
 from dandizarr_server.zarr_api.services.bulk_rows import rows_insert
+from dandizarr_server.zarr_api.services.multipart_uploads import multipart_threshold
 from dandizarr_server.zarr_api.services.shard_objects import discard_shards
 
 logger = logging.getLogger(__name__)
@@ -38,15 +40,24 @@ class PackTargets:
 def pack_batch_start(
     *, user: Requester, archive: ZarrArchive, shards: Sequence[ShardDeclaration]
 ) -> PackTargets:
-    """Start a pack batch: shard objects to PUT, each declaring its member files."""
+    """Start a pack batch: shard objects to PUT, each declaring its member files. A shard
+    goes in one PUT: none may be bigger than the files storage takes in one
+    (``multipart_threshold``; the client sends such members loose, the biggest in parts)."""
+    threshold = multipart_threshold()
+    too_big = [d for d in shards if threshold is not None and d.size > threshold]
+    if too_big:
+        raise ValidationFailed(
+            f"{len(too_big)} shards are bigger than {threshold} bytes (multipart_threshold_bytes)"
+            ": a shard goes in one PUT; send members that big loose (in parts)",
+            code="shard_too_large",
+            paths=[{"path": d.name, "problem": f"is {d.size} bytes"} for d in too_big],
+        )
     paths = [m.path for d in shards for m in d.members]
     with transaction.atomic():
         batch = open_batch_create(user=user, archive=archive, kind=Batch.Kind.PACK, paths=paths)
         created = _declare_shards(archive, batch, shards)
-        urls = upload_urls_sign([(s.key, s.md5) for s in created])
-    return PackTargets(
-        batch, [UploadTarget(s.name, url) for s, url in zip(created, urls, strict=True)]
-    )
+        targets = upload_targets_sign([(s.name, s.key, s.md5) for s in created])
+    return PackTargets(batch, targets)
 
 
 def _declare_shards(

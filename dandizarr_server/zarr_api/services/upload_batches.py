@@ -36,7 +36,7 @@ from dandizarr_server.zarr_api.services.batch_rules import (
     open_batch_create,
     open_batch_get,
     open_batch_join,
-    upload_urls_sign,
+    upload_targets_sign,
 )
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert, record_sizes
 from dandizarr_server.zarr_api.services.multipart_uploads import (
@@ -66,15 +66,12 @@ def upload_targets(
 ) -> list[UploadTarget]:
     """Each file's URL bound to its md5 (or requiring ``acl``), or a big file's part URLs."""
     in_parts = multipart_uploads_open(archive, batch, files)
-    whole = [f for f in files if f.path not in in_parts]
-    urls = upload_urls_sign([(archive.storage_prefix + f.path, f.md5) for f in whole], acl=acl)
-    signed = dict(zip([f.path for f in whole], urls, strict=True))
-    return [
-        UploadTarget(f.path, None, in_parts[f.path].part_size, tuple(in_parts[f.path].part_urls))
-        if f.path in in_parts
-        else UploadTarget(f.path, signed[f.path])
-        for f in files
-    ]
+    whole = upload_targets_sign(
+        [(f.path, archive.storage_prefix + f.path, f.md5) for f in files if f.path not in in_parts],
+        acl=acl,
+    )
+    signed = in_parts | {t.path: t for t in whole}
+    return [signed[f.path] for f in files]
 
 
 def batch_files_add(
