@@ -563,6 +563,23 @@ def test_member_problems() -> None:
     assert [p["path"] for p in member_problems(records, 7)] == ["y"]
 
 
+def test_member_problems_finds_overlaps_in_any_order_of_a_generator() -> None:
+    """Members are read once (a generator, as the pack batch parser passes them); ranges out
+    of offset order are sorted before the overlap check, in order they are not."""
+    good = md5(b"x")
+    ranges = [("a", 0, 10), ("b", 10, 5), ("c", 12, 4), ("d", 30, 0), ("e", 30, 2)]
+    for order in (ranges, ranges[::-1], [ranges[2], ranges[0], ranges[4], ranges[1], ranges[3]]):
+        records = (MemberRecord(p, offset, length, good, None) for p, offset, length in order)
+        problems = member_problems(records, 100)
+        assert [(p["path"], p["problem"]) for p in problems] == [
+            ("c", "range 12..16 overlaps 'b'")
+        ], order
+    huge = [MemberRecord("big", 1 << 62, 1 << 62, good, None)]
+    assert [p["problem"] for p in member_problems(huge, 1 << 64)] == [
+        f"range {1 << 62}..{1 << 63} is past any object's size"
+    ]
+
+
 # --- verify_members ----------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -101,13 +102,19 @@ def _field(member: MemberRecord | Mapping[str, Any], *names: str) -> Any:
 
 
 def member_problems(
-    members: Sequence[MemberRecord] | Sequence[Mapping[str, Any]], object_size: int
+    members: Iterable[MemberRecord] | Iterable[Mapping[str, Any]], object_size: int
 ) -> list[dict[str, str]]:
     """What is wrong with declared members of an object of ``object_size`` bytes, as
     ``{"path", "problem"}`` (empty when every range is inside the object, disjoint, and has a
-    well-formed md5). Checked before trusting the ranges for reads or ``verify_members``."""
+    well-formed md5). Checked before trusting the ranges for reads or ``verify_members``.
+
+    ``members`` is read once (a generator will do): a pack batch declares 100,000 of them, and
+    the ranges are kept as two integer arrays (16 bytes a member) instead of a tuple each."""
     problems: list[dict[str, str]] = []
-    ranges: list[tuple[int, int, str]] = []
+    offsets: array[int] = array("q")
+    lengths: array[int] = array("q")
+    names: list[str] = []
+    in_order = True  # the ranges came sorted (a client writes members in offset order)
     seen: set[str] = set()
     for member in members:
         path = _field(member, "path")
@@ -136,13 +143,23 @@ def member_problems(
             problem(f"negative length {length}")
         if offset < 0 or length < 0:
             continue
+        if offset + length >= 1 << 63:  # past the arrays' 8-byte integers, and any object
+            problem(f"range {offset}..{offset + length} is past any object's size")
+            continue
         if offset + length > object_size:
             problem(f"range {offset}..{offset + length} is past the object's {object_size} bytes")
-        ranges.append((offset, length, name))
+        if offsets and (offset, length) < (offsets[-1], lengths[-1]):
+            in_order = False
+        offsets.append(offset)
+        lengths.append(length)
+        names.append(name)
     # Zero-length ranges sort first at equal offsets, so they never count as overlapping.
-    ranges.sort(key=lambda r: (r[0], r[1]))
+    order: Iterable[int] = range(len(offsets))
+    if not in_order:
+        order = sorted(order, key=lambda i: (offsets[i], lengths[i]))
     end, owner = 0, ""
-    for offset, length, name in ranges:
+    for i in order:
+        offset, length, name = offsets[i], lengths[i], names[i]
         if offset < end and length > 0:
             problems.append(
                 {"path": name, "problem": f"range {offset}..{offset + length} overlaps {owner!r}"}

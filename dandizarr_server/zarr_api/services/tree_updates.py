@@ -63,6 +63,9 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
             packing = Batch.objects.filter(pk__in=batch_ids, kind=Batch.Kind.PACK).exists()
             in_tree = paths_in_tree(cached, changes) if packing else set()
             summary = apply_changes(cached, changes)
+            # A pack batch's 100,000 paths and states: freed before locations_apply reads
+            # the batches' rows again, so the two never hold the service's memory at once.
+            del changes
             locations = locations_apply(archive, batch_ids, in_tree, packing=packing)
             if locations.packed:
                 packed = locations.packed
