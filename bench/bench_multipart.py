@@ -2,7 +2,7 @@
 
 Uploads (``MULTIPART_PARTS`` names ``upload``): the md5 of the local file, one PUT against
 64 MiB parts 4 at once, and the md5 proof (16 MiB ranged GETs with If-Match, as
-``multipart_proofs.object_md5`` reads) in MiB/s and CPU-s per GiB.
+``selectors.stored_md5s.object_md5`` reads) in MiB/s and CPU-s per GiB.
 
 Downloads (``download``): the client's two paths for one file (``dandizarr.client``): one GET
 hashed as it streams (``storage_gets`` into a ``download_files.Body``) against ranges at once

@@ -1,5 +1,5 @@
-"""What the pages show, read through the API's selectors: dandisets and their archives, an
-archive's batches, a page of one directory, its arrays and their previews."""
+"""What the pages show, read through the API's selectors: dandisets and their archives, a page
+of one directory, its arrays and their previews."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Count, Prefetch
+from django.db.models import Prefetch
 
 from dandizarr.checksums import DirectoryListing
 from dandizarr_server.zarr_api.domain.permissions import Requester
 from dandizarr_server.zarr_api.edge.exceptions import NotFound
-from dandizarr_server.zarr_api.models import Batch, Dandiset, ZarrArchive
+from dandizarr_server.zarr_api.models import Dandiset, ZarrArchive
 from dandizarr_server.zarr_api.pages import ome, preview, render_pool
 from dandizarr_server.zarr_api.pages.arrays import ArrayInfo, Unsupported
 from dandizarr_server.zarr_api.pages.plane_reads import read_plane
@@ -21,8 +21,6 @@ from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import DirectoryNode
 from dandizarr_server.zarr_api.selectors.lookups import archives_annotated, readable_dandisets_list
-
-BATCHES_SHOWN = 50
 
 
 def dandisets_with_archives(requester: Requester | None) -> list[Dandiset]:
@@ -33,15 +31,6 @@ def dandisets_with_archives(requester: Requester | None) -> list[Dandiset]:
         readable_dandisets_list(requester)
         .order_by("id")
         .prefetch_related(Prefetch("zarr_archives", queryset=archives, to_attr="archive_list"))
-    )
-
-
-def batch_history(archive: ZarrArchive) -> list[Batch]:
-    """The archive's latest batches, newest first, with ``file_total`` each."""
-    return list(
-        Batch.objects.filter(archive=archive)
-        .annotate(file_total=Count("files"))
-        .order_by("-id")[:BATCHES_SHOWN]
     )
 
 

@@ -29,13 +29,16 @@ from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
 from dandizarr_server.zarr_api.parsers.paging import positive_int
 from dandizarr_server.zarr_api.selectors.archive_contents import FileNode, node_get
 from dandizarr_server.zarr_api.selectors.archive_state import archive_state
-from dandizarr_server.zarr_api.selectors.archive_versions import archive_versions
+from dandizarr_server.zarr_api.selectors.archive_versions import newest_versions
+from dandizarr_server.zarr_api.selectors.listings import batch_history
 from dandizarr_server.zarr_api.selectors.lookups import annotated_archive_get, archive_get
 
 PAGE_SIZE = 200
 # The archive and tree pages link this many of the newest versions; the older ones through the
 # API's paged list (an archive may be published without end).
 PAGE_VERSIONS = 20
+# The archive page shows this many of its latest batches.
+BATCHES_SHOWN = 50
 
 
 def _not_found_as_404(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -135,10 +138,7 @@ def _archive_context(request: HttpRequest, zarr_id: str, path: str) -> dict[str,
 
 
 def _versions_shown(archive: Any) -> dict[str, Any]:
-    """The newest ``PAGE_VERSIONS`` versions, oldest of them first, and how many are older."""
-    versions = archive_versions(archive)
-    newest = list(versions.order_by("-number")[:PAGE_VERSIONS])[::-1]
-    older = versions.count() - len(newest) if len(newest) == PAGE_VERSIONS else 0
+    newest, older = newest_versions(archive, PAGE_VERSIONS)
     return {"versions": newest, "older_versions": older}
 
 
@@ -170,7 +170,7 @@ def archive(request: HttpRequest, zarr_id: str) -> HttpResponse:
         {"collection": c, "validation": summary.validation_of(c.path)} for c in summary.collections
     ]
     context["arrays"] = [(array, array_links.get(array.path)) for array in arrays]
-    context["batches"] = reads.batch_history(archive) if archive.as_of is None else None
+    context["batches"] = batch_history(archive, BATCHES_SHOWN) if archive.as_of is None else None
     context["version_tag"] = preview.version_tag(archive)
     return render(request, "dandizarr/archive.html", context)
 

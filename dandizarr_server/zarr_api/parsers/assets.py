@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,3 +124,22 @@ def parse_asset_glob(pattern: str) -> str:
             f"glob must be 1 to {_GLOB_MAX} characters without NUL", code="invalid_asset_glob"
         )
     return "^" + ".*".join(re.escape(part) for part in pattern.split("*")) + "$"
+
+
+@dataclass(frozen=True)
+class AssetFilters:
+    """An assets listing's query: a path prefix, a glob (as a regular expression); None: any."""
+
+    path_prefix: str | None
+    path_regex: str | None
+
+
+def parse_asset_filters(params: Mapping[str, str]) -> AssetFilters:
+    """``?path=`` (a prefix, as the DANDI API's: dandi finds a folder's assets with it, and an
+    asset by its path by keeping the exact match of the answer) and ``?glob=`` (dandi download
+    --path-type glob)."""
+    glob = params.get("glob")
+    return AssetFilters(
+        path_prefix=params.get("path"),
+        path_regex=parse_asset_glob(glob) if glob is not None else None,
+    )

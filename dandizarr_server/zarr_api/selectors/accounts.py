@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import Dandiset
-from dandizarr_server.zarr_api.selectors.lookups import parse_row_id
+from dandizarr_server.zarr_api.parsers.identifiers import parse_row_id
 
 
 def user_named(username: str) -> User:

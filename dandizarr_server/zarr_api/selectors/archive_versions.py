@@ -1,4 +1,5 @@
-"""An archive's versions: the list, one version's summary, and what changed between two."""
+"""An archive's versions: the list, one by its number, the newest few, one version's summary,
+and what changed between two."""
 
 from __future__ import annotations
 
@@ -11,12 +12,27 @@ from django.db.models import QuerySet
 
 from dandizarr.checksums import FileState
 from dandizarr_server.zarr_api.models import ArchiveVersion, Asset, FileHistory, ZarrArchive
+from dandizarr_server.zarr_api.parsers.identifiers import parse_row_id
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
 
 
 def archive_versions(archive: ZarrArchive) -> QuerySet[ArchiveVersion]:
     return ArchiveVersion.objects.filter(archive=archive).order_by("number")
+
+
+def archive_version_find(archive: ZarrArchive, number: str) -> ArchiveVersion | None:
+    """The archive's version ``number`` (as a URL gives it), or None."""
+    parsed = parse_row_id(number)
+    return archive_versions(archive).filter(number=parsed).first() if parsed else None
+
+
+def newest_versions(archive: ZarrArchive, count: int) -> tuple[list[ArchiveVersion], int]:
+    """The newest ``count`` versions, oldest of them first, and how many are older."""
+    versions = archive_versions(archive)
+    newest = list(versions.order_by("-number")[:count])[::-1]
+    older = versions.count() - len(newest) if len(newest) == count else 0
+    return newest, older
 
 
 def archive_version_summaries(versions: Sequence[ArchiveVersion]) -> list[dict[str, Any]]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
+
 from django.conf import settings
 
 from dandizarr_server.zarr_api.models import ZarrArchive
@@ -32,3 +35,19 @@ def draft_tree_cached(archive: ZarrArchive) -> CachedTree:
     return CachedTree(
         archive_tree(archive), tree_version(archive.modified, archive.checksum), _listing_cache
     )
+
+
+def paths_in_tree(tree: CachedTree, paths: Iterable[str]) -> set[str]:
+    """Which of ``paths`` are files of ``tree`` (one read of each parent directory)."""
+    names: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        directory, _, name = path.rpartition("/")
+        names[directory].append(name)
+    listings = tree.read_many(sorted(names))
+    found: set[str] = set()
+    for directory, in_directory in names.items():
+        listing = listings.get(directory)
+        if listing is not None:
+            files = listing.files
+            found.update(f"{directory}/{n}" if directory else n for n in in_directory if n in files)
+    return found

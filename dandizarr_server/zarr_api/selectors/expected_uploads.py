@@ -11,7 +11,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from dandizarr_server.zarr_api.domain.keys import split_upload_key
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Dandiset, Shard
-from dandizarr_server.zarr_api.selectors.lookups import parse_zarr_id
+from dandizarr_server.zarr_api.parsers.identifiers import parse_zarr_id
 
 # The batch's uploader may still write to its dandiset (permissions.user_can_write, as a
 # filter): one removed from its owners has URLs that no longer PUT.

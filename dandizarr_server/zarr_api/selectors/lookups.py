@@ -25,27 +25,9 @@ from dandizarr_server.zarr_api.models import (
     Version,
     ZarrArchive,
 )
+from dandizarr_server.zarr_api.parsers.identifiers import parse_row_id, parse_zarr_id
+from dandizarr_server.zarr_api.selectors.archive_versions import archive_version_find
 from dandizarr_server.zarr_api.selectors.open_batches import open_batches
-
-# The largest primary key a database row can have (a 64-bit signed integer).
-MAX_ROW_ID = 2**63 - 1
-
-
-def parse_zarr_id(zarr_id: object) -> uuid.UUID | None:
-    """A UUID (zarr ids and asset ids are UUIDs), or None when ``zarr_id`` is none."""
-    try:
-        return zarr_id if isinstance(zarr_id, uuid.UUID) else uuid.UUID(str(zarr_id))
-    except ValueError:
-        return None
-
-
-def parse_row_id(text: str) -> int | None:
-    """A row's integer id (a dandiset's identifier, a batch's id), or None when ``text`` is
-    not one (not ASCII digits, or past what a database row id can be)."""
-    if not (text.isascii() and text.isdigit()) or int(text) > MAX_ROW_ID:
-        return None
-    return int(text)
-
 
 # Versions by their ids: rows that never change once made, so each is looked up once.
 _known_versions: dict[uuid.UUID, ArchiveVersion] = {}
@@ -104,12 +86,7 @@ def archive_version_get(
 ) -> ZarrArchive:
     """The archive read as of its version ``number`` (``/zarr/{zarr_id}/versions/{n}/``)."""
     archive = archive_get(zarr_id, requester)
-    parsed = parse_row_id(number)
-    version = (
-        ArchiveVersion.objects.filter(archive=archive, number=parsed).first()
-        if parsed is not None and archive.as_of is None
-        else None
-    )
+    version = archive_version_find(archive, number) if archive.as_of is None else None
     if version is None:
         raise NotFound(f"zarr archive {zarr_id} has no version {number!r}")
     archive.as_of = version

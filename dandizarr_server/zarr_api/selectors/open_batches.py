@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db.models import OuterRef, Q, QuerySet
 
+from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 
 
@@ -19,3 +20,14 @@ def open_batch_find(archive: ZarrArchive) -> Batch | None:
 
 def has_open_batch(archive: ZarrArchive) -> bool:
     return open_batches(archive).exists()
+
+
+def open_batch_get(archive: ZarrArchive) -> Batch:
+    """The archive's open batch; NotFound (``no_open_batch``) when it has none."""
+    batch = open_batch_find(archive)
+    if batch is None:
+        raise NotFound(
+            f"zarr archive {archive.zarr_id} has no upload batch in progress",
+            code="no_open_batch",
+        )
+    return batch

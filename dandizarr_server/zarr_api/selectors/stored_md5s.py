@@ -3,18 +3,23 @@
 A single PUT's ETag is its md5. A multipart upload's ETag (``<hex>-<parts>``) is not: the
 service knows the md5 of an object it completed once a worker proved it from the bytes
 (``MultipartUpload`` rows, state proven). Every reader that compares storage with the tree asks
-here instead of comparing ETags with md5s (docs/api.md, "Big files").
+here instead of comparing ETags with md5s (docs/api.md, "Big files"). The proof itself reads
+the bytes (``object_md5``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 from dandizarr.checksums import is_md5
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload
+from dandizarr_server.zarr_api.runtime.storage import get_store
 
 # A composite ETag whose object's md5 is not (yet) proven.
 UNPROVEN = "unproven"
+# Bytes per ranged GET of a proof: large enough that a request's round trip is noise.
+PROOF_BLOCK = 16 << 20
 # Paths per IN (...) look-up.
 _KEYS_PER_LOOKUP = 1000
 
@@ -60,3 +65,14 @@ def unproven_batches(archive_pk: int) -> set[int]:
             state=MultipartUpload.State.COMPLETED,
         ).values_list("batch_id", flat=True)
     )
+
+
+def object_md5(key: str, etag: str, size: int) -> str:
+    """The md5 of the object at ``key`` read in ranges, each only while its ETag is ``etag``
+    (PreconditionFailed once it was replaced)."""
+    store = get_store()
+    digest = hashlib.md5(usedforsecurity=False)
+    for start in range(0, size, PROOF_BLOCK):
+        data, _ = store.read_range(key, start, min(start + PROOF_BLOCK, size), if_match=etag)
+        digest.update(data)
+    return digest.hexdigest()

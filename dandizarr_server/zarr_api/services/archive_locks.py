@@ -9,10 +9,8 @@ being applied.
 
 from __future__ import annotations
 
-from django.db.models import Max
-
 from dandizarr_server.zarr_api.edge.exceptions import Conflict
-from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
+from dandizarr_server.zarr_api.models import TreeLock, ZarrArchive
 from dandizarr_server.zarr_api.selectors.lookups import require_draft
 
 
@@ -34,9 +32,3 @@ def require_not_converting(archive: ZarrArchive) -> None:
             "its detail shows packing: false",
             code="archive_packing",
         )
-
-
-def next_sequence(archive: ZarrArchive) -> int:
-    # Called with the archive row locked, so sequences are assigned one at a time.
-    current = Batch.objects.filter(archive=archive).aggregate(m=Max("sequence"))["m"]
-    return (current or 0) + 1

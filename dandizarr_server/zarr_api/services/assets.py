@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer, user_can_read
 from dandizarr_server.zarr_api.edge.exceptions import Conflict, Forbidden, ValidationFailed
 from dandizarr_server.zarr_api.models import Asset, Dandiset, Version, ZarrArchive
-from dandizarr_server.zarr_api.selectors.lookups import parse_zarr_id
+from dandizarr_server.zarr_api.parsers.identifiers import parse_zarr_id
 
 
 def asset_create(

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from django.db import transaction
 from django.utils import timezone
 
-from dandizarr.objectstore import ObjectInfo
-from dandizarr.objectstore.keys import key_problem
 from dandizarr_server.zarr_api.domain.permissions import Requester, recorded_user
 from dandizarr_server.zarr_api.edge.exceptions import Conflict, unavailable_service
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
@@ -22,9 +20,11 @@ from dandizarr_server.zarr_api.runtime.crash import crash_point
 from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
+from dandizarr_server.zarr_api.selectors.pending_batches import next_sequence
 from dandizarr_server.zarr_api.selectors.shard_members import packed_paths
 from dandizarr_server.zarr_api.selectors.stored_md5s import stored_md5s
-from dandizarr_server.zarr_api.services.archive_locks import lock_archive, next_sequence
+from dandizarr_server.zarr_api.selectors.stored_objects import storable_paths, stored_heads
+from dandizarr_server.zarr_api.services.archive_locks import lock_archive
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
 from dandizarr_server.zarr_api.services.shard_objects import discard_shards
 from dandizarr_server.zarr_api.services.url_lifetimes import reconcile_when_urls_expire
@@ -34,18 +34,6 @@ logger = logging.getLogger(__name__)
 # How a cancelled batch whose storage cleanup failed says so (its ``error`` starts with this)
 # until the stale-batch sweep retries the cleanup and brings the tree back to storage.
 CLEANUP_PENDING = "storage cleanup pending: "
-
-
-def stored_heads(archive: ZarrArchive, paths: Sequence[str]) -> dict[str, ObjectInfo | None]:
-    """Size and ETag of each path of the archive in storage, requested concurrently. A key no
-    storage can hold (in a batch opened by an older version) is absent, not asked for."""
-    prefix = archive.storage_prefix
-    infos = get_store().head_many([prefix + p for p in storable_paths(archive, paths)])
-    return {p: infos.get(prefix + p) for p in paths}
-
-
-def storable_paths(archive: ZarrArchive, paths: Sequence[str]) -> list[str]:
-    return [p for p in paths if key_problem(archive.storage_prefix + p) is None]
 
 
 def cancellation_finish(batch_pk: int) -> Batch:
@@ -137,7 +125,7 @@ def deletion_finish(batch_pk: int) -> Batch:
         get_store().delete_many(archive.storage_prefix + p for p in paths)
         crash_point("delete:storage-deleted")
         transaction.on_commit(lambda: crash_point("delete:pending-committed"))
-        deletion_pending(archive, deletion)
+        deletion_enqueue(archive, deletion)
         reconcile_when_urls_expire(archive, deletion)
         deletion.save(update_fields=["state", "sequence", "completed", "reconcile_after"])
     return deletion
@@ -150,7 +138,7 @@ def deletion_create(
     locked by the caller). Not reconciled on its own: its callers (a cancel, a
     reconciliation) check the same keys."""
     deletion = deletion_intent(archive, user, paths, note)
-    deletion_pending(archive, deletion)
+    deletion_enqueue(archive, deletion)
     deletion.save(update_fields=["state", "sequence", "completed"])
     return deletion
 
@@ -169,7 +157,9 @@ def deletion_intent(
     return deletion
 
 
-def deletion_pending(archive: ZarrArchive, deletion: Batch) -> None:
+def deletion_enqueue(archive: ZarrArchive, deletion: Batch) -> None:
+    """Queue the deletion for the tree (pending, its sequence taken, its update scheduled); the
+    caller saves it."""
     deletion.state = Batch.State.PENDING
     deletion.sequence = next_sequence(archive)
     deletion.completed = timezone.now()

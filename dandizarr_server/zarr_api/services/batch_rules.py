@@ -1,5 +1,5 @@
 """What loose and pack batches share: opening one (one per archive, no file/directory
-clashes), finding the open one, and the report of what was not uploaded as declared."""
+clashes), and the report of what was not uploaded as declared."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from django.db import IntegrityError, transaction
 from dandizarr.checksums.paths import basename, directories_above, folded, parent
 from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
 from dandizarr_server.zarr_api.domain.permissions import Requester, recorded_user, require_writer
-from dandizarr_server.zarr_api.edge.exceptions import Conflict, NotFound, ValidationFailed
+from dandizarr_server.zarr_api.edge.exceptions import Conflict, ValidationFailed
 from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
 from dandizarr_server.zarr_api.parsers.problems import Problem, invalid
 from dandizarr_server.zarr_api.runtime import metrics
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot, archive_snapshot
 from dandizarr_server.zarr_api.selectors.expected_uploads import declared_at
-from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch, open_batch_find
+from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,
     require_not_converting,
@@ -193,16 +193,6 @@ def check_file_directory_clashes(paths: Sequence[str], snapshot: ArchiveSnapshot
             )
     if problems:
         raise invalid("paths", problems)
-
-
-def open_batch_get(archive: ZarrArchive) -> Batch:
-    batch = open_batch_find(archive)
-    if batch is None:
-        raise NotFound(
-            f"zarr archive {archive.zarr_id} has no upload batch in progress",
-            code="no_open_batch",
-        )
-    return batch
 
 
 @dataclass

@@ -34,11 +34,11 @@ from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_versions import version_changes
 from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
+from dandizarr_server.zarr_api.selectors.pending_batches import next_sequence
 from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation
 from dandizarr_server.zarr_api.selectors.version_trees import version_tree
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,
-    next_sequence,
     require_not_converting,
 )
 from dandizarr_server.zarr_api.services.batch_endings import (
@@ -95,10 +95,10 @@ def draft_reset(*, user: Requester, archive: ZarrArchive, version: ArchiveVersio
             else None
         )
         if loose:
-            made.append(_pending(archive, Batch.Kind.UPLOAD, now, version))
+            made.append(_pending_batch_create(archive, Batch.Kind.UPLOAD, now, version))
             batch_files_insert(made[-1].pk, ((p, md5, size) for p, md5, size, _ in loose))
         if packed:
-            made.append(_pending(archive, Batch.Kind.PACK, now, version))
+            made.append(_pending_batch_create(archive, Batch.Kind.PACK, now, version))
             BatchFile.objects.bulk_create(
                 BatchFile(
                     batch=made[-1],
@@ -117,7 +117,9 @@ def draft_reset(*, user: Requester, archive: ZarrArchive, version: ArchiveVersio
     return made
 
 
-def _pending(archive: ZarrArchive, kind: str, now: datetime, version: ArchiveVersion) -> Batch:
+def _pending_batch_create(
+    archive: ZarrArchive, kind: str, now: datetime, version: ArchiveVersion
+) -> Batch:
     return Batch.objects.create(
         archive=archive,
         kind=kind,

@@ -15,35 +15,19 @@ from django.db import transaction
 
 from dandizarr.checksums import FileState
 from dandizarr_server.zarr_api.domain.keys import file_key
-from dandizarr_server.zarr_api.models import Batch, FileHistory, TreeLock, ZarrArchive
+from dandizarr_server.zarr_api.models import FileHistory, TreeLock, ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import (
     ArchiveSnapshot,
     pending_changes,
 )
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
+from dandizarr_server.zarr_api.selectors.pending_batches import applicable_batch_ids
 from dandizarr_server.zarr_api.selectors.shard_members import (
     member_locations,
-    unverified_pack_batches,
 )
-from dandizarr_server.zarr_api.selectors.stored_md5s import unproven_batches
 from dandizarr_server.zarr_api.services.archive_locks import lock_tree
 
 _CHUNK = 2000
-
-
-def applicable_batch_ids(archive: ZarrArchive) -> list[int]:
-    """The pending batches a tree update applies now, in sequence order: up to a pack batch
-    completed after its members were verified, or a batch with a file sent in parts completed
-    after its md5 was proven (its own task verifies and applies it and what follows). The
-    caller holds the TreeLock."""
-    unverified = unverified_pack_batches(archive.pk) | unproven_batches(archive.pk)
-    batch_ids = []
-    pending = Batch.objects.filter(archive=archive, state=Batch.State.PENDING)
-    for pk in pending.order_by("sequence").values_list("pk", flat=True):
-        if pk in unverified:
-            break
-        batch_ids.append(pk)
-    return batch_ids
 
 
 def replaced_files_record(archive_pk: int) -> set[int]:

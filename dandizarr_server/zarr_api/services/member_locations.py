@@ -3,7 +3,7 @@ state, dead bytes counted toward compaction, and loose copies of packed files de
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -13,7 +13,6 @@ from django.db.models import F
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
-from dandizarr_server.zarr_api.runtime.tree import CachedTree
 from dandizarr_server.zarr_api.services.bulk_rows import rows_insert
 
 
@@ -35,7 +34,8 @@ def locations_apply(
 ) -> LocationChanges:
     """Point member rows at the batches' final state of each path. Called in the tree update's
     transaction with the TreeLock held, so it commits or rolls back with the batches' state.
-    ``in_tree_before``: the batches' paths the tree held before (``paths_in_tree``)."""
+    ``in_tree_before``: the batches' paths the tree held before
+    (``selectors.draft_trees.paths_in_tree``)."""
     result = LocationChanges()
     # A loose archive (no member, no pack batch among ``batch_ids``: ``packing``) has no
     # locations to move: its batches' rows, read once already by the update, are not read again.
@@ -89,22 +89,6 @@ def locations_apply(
         Shard.objects.filter(pk=shard_id).update(dead_bytes=F("dead_bytes") + length)
     result.to_compact = _compaction_due(dead.keys())
     return result
-
-
-def paths_in_tree(tree: CachedTree, paths: Iterable[str]) -> set[str]:
-    """Which of ``paths`` are files of ``tree`` (one read of each parent directory)."""
-    names: dict[str, list[str]] = defaultdict(list)
-    for path in paths:
-        directory, _, name = path.rpartition("/")
-        names[directory].append(name)
-    listings = tree.read_many(sorted(names))
-    found: set[str] = set()
-    for directory, in_directory in names.items():
-        listing = listings.get(directory)
-        if listing is not None:
-            files = listing.files
-            found.update(f"{directory}/{n}" if directory else n for n in in_directory if n in files)
-    return found
 
 
 def _compaction_due(shard_ids: Iterable[int]) -> list[int]:

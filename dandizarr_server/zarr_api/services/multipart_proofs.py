@@ -10,34 +10,20 @@ and its ``error`` names the file, the declared md5 and the md5 of the bytes.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 
 from django.db import transaction
 
 from dandizarr.objectstore import ObjectNotFound, PreconditionFailed
 from dandizarr_server.zarr_api.models import BUSY_STATES, Batch, BatchFile, MultipartUpload
-from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.selectors.stored_md5s import object_md5
 from dandizarr_server.zarr_api.services.archive_locks import lock_archive
 from dandizarr_server.zarr_api.services.batch_endings import cancellation_finish
 
 logger = logging.getLogger(__name__)
 
-# Bytes per ranged GET of a proof: large enough that a request's round trip is noise.
-PROOF_BLOCK = 16 << 20
 # How a batch that failed its md5 proof says so (its ``error`` starts with this).
 PROOF_FAILED = "md5 proof failed: "
-
-
-def object_md5(key: str, etag: str, size: int) -> str:
-    """The md5 of the object at ``key`` read in ranges, each only while its ETag is ``etag``
-    (PreconditionFailed once it was replaced)."""
-    store = get_store()
-    digest = hashlib.md5(usedforsecurity=False)
-    for start in range(0, size, PROOF_BLOCK):
-        data, _ = store.read_range(key, start, min(start + PROOF_BLOCK, size), if_match=etag)
-        digest.update(data)
-    return digest.hexdigest()
 
 
 def pending_uploads_prove(archive_pk: int) -> None:

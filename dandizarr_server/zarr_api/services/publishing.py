@@ -24,7 +24,7 @@ from dandizarr_server.zarr_api.models import (
     ZarrArchive,
 )
 from dandizarr_server.zarr_api.runtime.storage import get_store
-from dandizarr_server.zarr_api.services.url_lifetimes import publish_possible_after
+from dandizarr_server.zarr_api.selectors.url_lifetimes import publish_possible_after
 
 
 def ensure_storage_versioning() -> datetime:

@@ -17,9 +17,10 @@ from dandizarr_server.zarr_api.models import CHANGING_STATES, Batch, BatchFile, 
 from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
+from dandizarr_server.zarr_api.selectors.pending_batches import next_sequence
 from dandizarr_server.zarr_api.selectors.shard_members import packed_paths
 from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5s
-from dandizarr_server.zarr_api.services.archive_locks import lock_archive, next_sequence
+from dandizarr_server.zarr_api.services.archive_locks import lock_archive
 from dandizarr_server.zarr_api.services.batch_endings import deletion_create
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
 

@@ -15,15 +15,12 @@ from dandizarr_server.zarr_api.runtime import metrics
 from dandizarr_server.zarr_api.runtime.scheduling import COMPACT_SHARD, schedule_on_commit
 from dandizarr_server.zarr_api.runtime.tree import CachedTree, tree_version
 from dandizarr_server.zarr_api.selectors.archive_contents import pending_changes
-from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
+from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached, paths_in_tree
+from dandizarr_server.zarr_api.selectors.pending_batches import applicable_batch_ids
 from dandizarr_server.zarr_api.services.archive_locks import lock_tree
-from dandizarr_server.zarr_api.services.file_history import (
-    applicable_batch_ids,
-    replaced_files_record,
-)
+from dandizarr_server.zarr_api.services.file_history import replaced_files_record
 from dandizarr_server.zarr_api.services.member_locations import (
     locations_apply,
-    paths_in_tree,
     stale_loose_copies_delete,
 )
 from dandizarr_server.zarr_api.services.multipart_proofs import pending_uploads_prove

@@ -14,8 +14,8 @@ from django.db import transaction
 
 from dandizarr_server.zarr_api.domain.keys import split_upload_key
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.parsers.identifiers import parse_zarr_id
 from dandizarr_server.zarr_api.selectors.expected_uploads import upload_expected
-from dandizarr_server.zarr_api.selectors.lookups import parse_zarr_id
 
 T = TypeVar("T")
 

@@ -19,22 +19,19 @@ from dandizarr_server.zarr_api.runtime import metrics
 from dandizarr_server.zarr_api.runtime.crash import crash_point
 from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.selectors.expected_uploads import DeclaredFile, declared_files
-from dandizarr_server.zarr_api.selectors.open_batches import open_batch_find
-from dandizarr_server.zarr_api.services.archive_locks import (
-    lock_archive,
-    next_sequence,
-)
+from dandizarr_server.zarr_api.selectors.open_batches import open_batch_find, open_batch_get
+from dandizarr_server.zarr_api.selectors.pending_batches import next_sequence
+from dandizarr_server.zarr_api.selectors.stored_objects import stored_heads
+from dandizarr_server.zarr_api.services.archive_locks import lock_archive
 from dandizarr_server.zarr_api.services.batch_endings import (
     CLEANUP_PENDING,
     cancellation_finish,
-    stored_heads,
 )
 from dandizarr_server.zarr_api.services.batch_rules import (
     OPEN_UPLOAD_NOTE,
     UploadTarget,
     Verification,
     open_batch_create,
-    open_batch_get,
     open_batch_join,
     upload_targets_sign,
 )
@@ -58,13 +55,14 @@ def batch_start(
         paths = [f.path for f in files]
         batch = open_batch_create(user=user, archive=archive, kind=Batch.Kind.UPLOAD, paths=paths)
         batch_files_insert(batch.pk, ((f.path, f.md5, None) for f in files))
-        return upload_targets(archive, batch, files, acl)
+        return upload_targets_issue(archive, batch, files, acl)
 
 
-def upload_targets(
+def upload_targets_issue(
     archive: ZarrArchive, batch: Batch, files: Sequence[FileDeclaration], acl: str
 ) -> list[UploadTarget]:
-    """Each file's URL bound to its md5 (or requiring ``acl``), or a big file's part URLs."""
+    """Each file's URL bound to its md5 (or requiring ``acl``), or a big file's part URLs (its
+    upload in parts opened)."""
     in_parts = multipart_uploads_open(archive, batch, files)
     whole = upload_targets_sign(
         [(f.path, archive.storage_prefix + f.path, f.md5) for f in files if f.path not in in_parts],
@@ -96,7 +94,7 @@ def batch_files_add(
                 code="batch_not_yours",
             )
         open_batch_join(user=user, archive=archive, batch=batch, files=files)
-        return upload_targets(archive, batch, files, acl)
+        return upload_targets_issue(archive, batch, files, acl)
 
 
 def uploaded_files_verify(

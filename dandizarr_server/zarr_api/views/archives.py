@@ -15,19 +15,19 @@ from rest_framework.views import APIView
 
 from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
 from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
-from dandizarr_server.zarr_api.edge.exceptions import NotFound, ValidationFailed
+from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.parsers.archive_filters import parse_archive_filters
 from dandizarr_server.zarr_api.parsers.dandi import required_acl
 from dandizarr_server.zarr_api.parsers.pack_batch import parse_pack_batch
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_upload_files
+from dandizarr_server.zarr_api.selectors.listings import archives_listed
 from dandizarr_server.zarr_api.selectors.lookups import (
     annotated_archive_get,
     archive_for_write,
     archive_get,
-    archives_annotated,
     batch_get,
     dandiset_get,
-    parse_row_id,
 )
 from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.services.batch_rules import UploadTarget
@@ -60,16 +60,7 @@ class ArchiveListCreateView(generics.ListAPIView[ZarrArchive]):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[ZarrArchive]:
-        queryset = archives_annotated(self.request.user)
-        dandiset = self.request.query_params.get("dandiset")
-        if dandiset:
-            queryset = queryset.filter(dandiset_id=parse_row_id(dandiset) or -1)
-        name = self.request.query_params.get("name")
-        if name and "\x00" in name:
-            raise ValidationFailed("name must not contain NUL characters")
-        if name:
-            queryset = queryset.filter(name=name)
-        return queryset
+        return archives_listed(self.request.user, parse_archive_filters(self.request.query_params))
 
     @extend_schema(request=ArchiveCreateSerializer, responses={201: ArchiveSerializer})
     def post(self, request: Request) -> Response:

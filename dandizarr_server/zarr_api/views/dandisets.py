@@ -17,11 +17,12 @@ from dandizarr_server.zarr_api.edge.throttles import PUBLISH_THROTTLES
 from dandizarr_server.zarr_api.models import Asset, Dandiset, Version
 from dandizarr_server.zarr_api.parsers.assets import (
     parse_asset_changes,
-    parse_asset_glob,
+    parse_asset_filters,
     parse_new_asset,
 )
 from dandizarr_server.zarr_api.parsers.flags import parse_flag
 from dandizarr_server.zarr_api.selectors.dandi import server_info
+from dandizarr_server.zarr_api.selectors.listings import dandiset_versions, version_assets
 from dandizarr_server.zarr_api.selectors.lookups import (
     asset_get,
     dandiset_get,
@@ -95,7 +96,7 @@ class VersionListView(generics.ListAPIView[Version]):
 
     def get_queryset(self) -> QuerySet[Version]:
         dandiset = dandiset_get(self.kwargs["identifier"], self.request.user)
-        return Version.objects.filter(dandiset=dandiset).select_related("dandiset")
+        return dandiset_versions(dandiset)
 
 
 class AssetListCreateView(generics.ListAPIView[Asset]):
@@ -103,16 +104,7 @@ class AssetListCreateView(generics.ListAPIView[Asset]):
 
     def get_queryset(self) -> QuerySet[Asset]:
         version = version_get(self.kwargs["identifier"], self.kwargs["version"], self.request.user)
-        assets = version.assets.select_related("zarr", "version")
-        params = self.request.query_params
-        if (path := params.get("path")) is not None:
-            # A prefix, as the DANDI API's: dandi finds a folder's assets with it (and an
-            # asset by its path by keeping the exact match of the answer).
-            assets = assets.filter(path__startswith=path)
-        if (glob := params.get("glob")) is not None:
-            # dandi download --path-type glob: without it every asset would match.
-            assets = assets.filter(path__iregex=parse_asset_glob(glob))
-        return assets
+        return version_assets(version, parse_asset_filters(self.request.query_params))
 
     @extend_schema(request=AssetSerializer, responses={201: AssetSerializer})
     def post(self, request: Request, identifier: str, version: str) -> Response:

@@ -20,6 +20,7 @@ from dandizarr_server.zarr_api.edge.throttles import EXPENSIVE_READ_THROTTLES
 from dandizarr_server.zarr_api.models import ArchiveVersion, ZarrArchive
 from dandizarr_server.zarr_api.parsers.paging import page_request, query_positive_int
 from dandizarr_server.zarr_api.selectors.archive_versions import (
+    archive_version_find,
     archive_version_summaries,
     archive_version_summary,
     archive_versions,
@@ -28,7 +29,6 @@ from dandizarr_server.zarr_api.selectors.archive_versions import (
 from dandizarr_server.zarr_api.selectors.lookups import (
     archive_for_write,
     archive_get,
-    parse_row_id,
 )
 from dandizarr_server.zarr_api.services.draft_reset import draft_reset
 from dandizarr_server.zarr_api.views.paging import page_links
@@ -41,8 +41,7 @@ def _draft_of(zarr_id: str, request: Request) -> ZarrArchive:
 
 
 def _version(archive: ZarrArchive, number: str) -> ArchiveVersion:
-    parsed = parse_row_id(number)
-    found = archive_versions(archive).filter(number=parsed).first() if parsed else None
+    found = archive_version_find(archive, number)
     if found is None:
         raise NotFound(f"zarr archive {archive.zarr_id} has no version {number!r}")
     return found
