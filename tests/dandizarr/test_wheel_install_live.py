@@ -10,19 +10,17 @@ checkout; a wheel without them served its pages 500 and their CSS 404."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
 
 import dandizarr
+from tests.support.page_walk import walk_pages
 from tests.support.processes import Processes, free_port, wait_for
-from tests.support.production import create_database, drop_database
-from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
+from tests.support.production import production_settings
+from tests.support.seaweedfs import SeaweedS3
 from tests.support.wheel_install import ROOT, Installed, run
 
 # One test, one venv: pip's install of the server extra takes one to four minutes on a busy
@@ -34,15 +32,6 @@ MAKE_ZARR = (
     "a = zarr.create_array(sys.argv[1], shape=(64, 64), chunks=(16, 16), dtype='uint16'); "
     "a[:] = numpy.arange(64 * 64, dtype='uint16').reshape(64, 64)"
 )
-
-
-@pytest.fixture
-def service_database() -> Iterator[str]:
-    """A new PostgreSQL database on the suite's server (``make test``'s DATABASE_URL); its URL."""
-    server = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    name = f"dandizarr_wheel_{uuid.uuid4().hex[:12]}"
-    yield create_database(server, name)
-    drop_database(server, name)
 
 
 @pytest.mark.timeout(900)
@@ -108,19 +97,13 @@ def gunicorn_and_walk(
     url = f"http://127.0.0.1:{port}"
     settings = {
         "DJANGO_SETTINGS_MODULE": "dandizarr_server.settings",
-        "DANDIZARR_SECRET_KEY": "wheel-install-test-" + "k" * 40,
-        "DANDIZARR_DEBUG": "false",
-        "DANDIZARR_ALLOWED_HOSTS": "127.0.0.1",
-        "DANDIZARR_PUBLIC_URL": url,
-        "DANDIZARR_DATA_DIR": str(outside / "data"),
-        "DANDIZARR_LOG_LEVEL": "WARNING",
-        "DATABASE_URL": service_database,
-        "DANDIZARR_STORAGE": "s3",
-        "DANDIZARR_S3_ENDPOINT_URL": seaweedfs.endpoint_url,
-        "DANDIZARR_S3_BUCKET": seaweedfs_bucket,
-        "DANDIZARR_S3_REGION": REGION,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        **production_settings(
+            url=url,
+            database_url=service_database,
+            data_dir=str(outside / "data"),
+            s3=seaweedfs,
+            bucket=seaweedfs_bucket,
+        ),
     }
     # What docker-compose.yml's web runs, with django-admin for the image's manage.py.
     run(installed, "django-admin", "migrate", "--noinput", cwd=outside, **settings)
@@ -166,30 +149,9 @@ def upload_and_walk(installed: Installed, cwd: Path, url: str, token: str) -> No
     assert result["ok"], result
     zarr_id = result["zarr_id"]
 
-    pages = {
-        "/": "image.zarr",
-        f"/archives/{zarr_id}/": "image.zarr",
-        f"/archives/{zarr_id}/tree/": "zarr.json",
-        "/api/docs/": "swagger-ui-bundle.js",
-        "/admin/login/": "csrfmiddlewaretoken",
-        "/neuroglancer/": "",
-    }
-    for path, text in pages.items():
-        page = requests.get(url + path, timeout=30)
-        assert page.status_code == 200, (path, page.status_code, page.text[:2000])
-        assert text in page.text, path
-    static = ROOT / "dandizarr_server/zarr_api/static/dandizarr"
-    for name in ["style.css", "neuroglancer-offline.js"]:
-        served = requests.get(f"{url}/static/dandizarr/{name}", timeout=30)
-        assert served.status_code == 200, name
-        assert served.content == (static / name).read_bytes(), name
+    walk_pages(url, zarr_id, "image.zarr")
     # The client it serves (the home page's install command), built from the installed files.
     wheel = requests.get(
         f"{url}/client/dandizarr-{dandizarr.__version__}-py3-none-any.whl", timeout=60
     )
     assert wheel.status_code == 200 and wheel.content.startswith(b"PK"), wheel.status_code
-    for path in [
-        "/static/admin/css/base.css",
-        "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js",
-    ]:
-        assert requests.get(url + path, timeout=30).status_code == 200, path

@@ -118,6 +118,29 @@ class RedisServer(Process):
                 time.sleep(0.05)
 
 
+def production_settings(
+    *, url: str, database_url: str, data_dir: str, s3: SeaweedS3, bucket: str
+) -> dict[str, str]:
+    """What docker-compose.yml's web service is given (DEBUG off, PostgreSQL, S3 on SeaweedFS)
+    for a service at ``url`` on this machine: the image's, the installed wheel's and
+    ``Production``'s."""
+    return {
+        "DANDIZARR_SECRET_KEY": "production-test-" + "k" * 40,
+        "DANDIZARR_DEBUG": "false",
+        "DANDIZARR_ALLOWED_HOSTS": "127.0.0.1",
+        "DANDIZARR_PUBLIC_URL": url,
+        "DANDIZARR_DATA_DIR": data_dir,
+        "DANDIZARR_LOG_LEVEL": "WARNING",
+        "DATABASE_URL": database_url,
+        "DANDIZARR_STORAGE": "s3",
+        "DANDIZARR_S3_ENDPOINT_URL": s3.endpoint_url,
+        "DANDIZARR_S3_BUCKET": bucket,
+        "DANDIZARR_S3_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+    }
+
+
 def database_url_named(database_url: str, name: str) -> str:
     """``database_url`` with its database name replaced by ``name``."""
     base, _, _ = database_url.rpartition("/")
@@ -194,20 +217,14 @@ class Production:
         return {
             **{k: v for k, v in os.environ.items() if not k.startswith(("DANDIZARR_", "CELERY_"))},
             "DJANGO_SETTINGS_MODULE": "dandizarr_server.settings",
-            "DATABASE_URL": database_url_named(self.server_database_url, self.database_name),
             "CELERY_BROKER_URL": self.redis.url,
-            "DANDIZARR_SECRET_KEY": "production-faults-test-" + "k" * 40,
-            "DANDIZARR_DEBUG": "false",
-            "DANDIZARR_ALLOWED_HOSTS": "127.0.0.1",
-            "DANDIZARR_DATA_DIR": str(self.directory / "data"),
-            "DANDIZARR_PUBLIC_URL": self.url,
-            "DANDIZARR_LOG_LEVEL": "WARNING",
-            "DANDIZARR_STORAGE": "s3",
-            "DANDIZARR_S3_ENDPOINT_URL": self.s3.endpoint_url,
-            "DANDIZARR_S3_BUCKET": self.bucket,
-            "DANDIZARR_S3_REGION": REGION,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            **production_settings(
+                url=self.url,
+                database_url=database_url_named(self.server_database_url, self.database_name),
+                data_dir=str(self.directory / "data"),
+                s3=self.s3,
+                bucket=self.bucket,
+            ),
             **self.extra_env,
         }
 

@@ -96,17 +96,27 @@ def _during_listings(
     return listed
 
 
-def _drifted(owner: Actor, zarr_id: str) -> ZarrArchive:
+@pytest.fixture
+def drifted(transactional_db: None, owner: Actor, zarr_id: str) -> ZarrArchive:
+    """An archive of two files, one of them deleted from storage behind the tree's back."""
     assert upload(owner.client, zarr_id, {"a/1": b"1", "a/2": b"2"}).status_code == 200
     archive = ZarrArchive.objects.get(zarr_id=zarr_id)
     get_store().delete(archive.storage_prefix + "a/1")
     return archive
 
 
+def _committed_elsewhere(statement: str, archive: ZarrArchive) -> None:
+    """``statement`` (its one parameter the archive's id) run and committed from another
+    connection, waiting at most WAIT_FOR_A_LOCK for a lock the audit might hold."""
+    with another_connection(autocommit=True) as other:
+        other.execute(WAIT_FOR_A_LOCK)
+        other.execute(statement, [archive.pk])
+
+
 def test_the_audit_lists_storage_with_no_database_lock_held(
-    transactional_db: None, owner: Actor, zarr_id: str, monkeypatch: pytest.MonkeyPatch
+    drifted: ZarrArchive, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    archive = _drifted(owner, zarr_id)
+    archive = drifted
 
     def lock_elsewhere(_: int) -> None:
         # Another client (a batch starting, a tree update) takes the archive's and the tree's
@@ -124,43 +134,38 @@ def test_the_audit_lists_storage_with_no_database_lock_held(
     _during_listings(monkeypatch, archive, lock_elsewhere)
     report = archive_audit(archive)
     assert report.drift and report.file_count == 1
-    assert_tree_matches_storage(zarr_id)
+    assert_tree_matches_storage(str(archive.zarr_id))
 
 
 def test_a_change_during_the_listing_has_the_audit_read_again(
-    transactional_db: None, owner: Actor, zarr_id: str, monkeypatch: pytest.MonkeyPatch
+    drifted: ZarrArchive, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    archive = _drifted(owner, zarr_id)
+    archive = drifted
 
     def first_time_a_tree_update(n: int) -> None:
         if n == 1:  # as a tree update committing meanwhile moves the row
-            with another_connection(autocommit=True) as other:
-                other.execute(WAIT_FOR_A_LOCK)
-                other.execute(
-                    f"UPDATE {ZarrArchive._meta.db_table} SET modified = now() WHERE id = %s",
-                    [archive.pk],
-                )
+            _committed_elsewhere(
+                f"UPDATE {ZarrArchive._meta.db_table} SET modified = now() WHERE id = %s", archive
+            )
 
     listed = _during_listings(monkeypatch, archive, first_time_a_tree_update)
     report = archive_audit(archive)
     assert listed.count(archive.storage_prefix) == 2
     assert report.drift and report.file_count == 1
-    assert_tree_matches_storage(zarr_id)
+    assert_tree_matches_storage(str(archive.zarr_id))
 
 
 def test_an_archive_that_keeps_changing_is_refused_and_left_as_it_was(
-    transactional_db: None, owner: Actor, zarr_id: str, monkeypatch: pytest.MonkeyPatch
+    drifted: ZarrArchive, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    archive = _drifted(owner, zarr_id)
+    archive = drifted
 
     def a_batch_every_time(_: int) -> None:
-        with another_connection(autocommit=True) as other:
-            other.execute(WAIT_FOR_A_LOCK)
-            other.execute(
-                f"INSERT INTO {Batch._meta.db_table} (archive_id, kind, state, created, note, "
-                "error, directories) VALUES (%s, 'delete', 'applied', now(), '', '', '[]')",
-                [archive.pk],
-            )
+        _committed_elsewhere(
+            f"INSERT INTO {Batch._meta.db_table} (archive_id, kind, state, created, note, "
+            "error, directories) VALUES (%s, 'delete', 'applied', now(), '', '', '[]')",
+            archive,
+        )
 
     listed = _during_listings(monkeypatch, archive, a_batch_every_time)
     with pytest.raises(Conflict) as refused:
