@@ -7,9 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import pytest
-
-from tests.support.api import Actor, create_archive, make_actor
+from tests.support.api import Actor, create_archive
 
 
 def _dandiset(actor: Actor, *, embargo: bool = False) -> str:
@@ -24,16 +22,6 @@ def _add(actor: Actor, dandiset: str, zarr_id: str) -> Any:
         {"path": "a.zarr", "zarr_id": zarr_id},
         format="json",
     )
-
-
-@pytest.fixture
-def owner(db: None) -> Actor:
-    return make_actor("owner")
-
-
-@pytest.fixture
-def stranger(db: None) -> Actor:
-    return make_actor("stranger")
 
 
 def test_a_private_archive_is_answered_as_a_missing_one(
