@@ -1,8 +1,10 @@
-"""Rows by their public identifiers (404 when absent), and archives annotated for the API."""
+"""Rows by their public identifiers (404 when absent), archives annotated for the API, and the
+archives an operator's command goes through."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 
 from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
@@ -191,3 +193,15 @@ def archives_with_stalled_tree_updates(older_than_seconds: int = 60) -> list[int
 def readable_dandisets_list(requester: Requester | None) -> QuerySet[Dandiset]:
     """Every dandiset ``requester`` may read (lists, the home page)."""
     return Dandiset.objects.filter(readable_dandisets(requester))
+
+
+def archives_for_operator(zarr_ids: Sequence[str] = ()) -> QuerySet[ZarrArchive]:
+    """The archives an operator's command goes through, in creation order: those of
+    ``zarr_ids``, or every one (no requester: the operator reads all)."""
+    archives = ZarrArchive.objects.order_by("pk")
+    return archives.filter(zarr_id__in=zarr_ids) if zarr_ids else archives
+
+
+def archive_zarr_ids() -> set[str]:
+    """The zarr id of every archive the database knows."""
+    return {str(z) for z in ZarrArchive.objects.values_list("zarr_id", flat=True)}

@@ -39,6 +39,7 @@ from dandizarr_server.zarr_api.models import (
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
+from dandizarr_server.zarr_api.selectors.lookups import archives_for_operator
 from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5s
 
 logger = logging.getLogger(__name__)
@@ -196,5 +197,5 @@ def garbage_collect_all(*, dry_run: bool = False) -> list[GarbageReport]:
     """Every archive (once storage keeps versions, any archive's overwrites leave some)."""
     return [
         archive_garbage_collect(archive, dry_run=dry_run)
-        for archive in ZarrArchive.objects.order_by("pk").iterator()
+        for archive in archives_for_operator().iterator()
     ]

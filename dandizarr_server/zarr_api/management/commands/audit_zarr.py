@@ -7,8 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dandizarr_server.zarr_api.edge.exceptions import DomainError
-from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_audit import unreferenced_archives
+from dandizarr_server.zarr_api.selectors.lookups import archive_zarr_ids, archives_for_operator
 from dandizarr_server.zarr_api.services.audit import archive_audit
 
 
@@ -25,11 +25,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        archives = ZarrArchive.objects.order_by("pk")
-        if options["zarr_ids"]:
-            archives = archives.filter(zarr_id__in=options["zarr_ids"])
-            if archives.count() != len(set(options["zarr_ids"])):
-                raise CommandError("some of the given zarr ids do not exist")
+        archives = archives_for_operator(options["zarr_ids"])
+        if options["zarr_ids"] and archives.count() != len(set(options["zarr_ids"])):
+            raise CommandError("some of the given zarr ids do not exist")
         drifted = 0
         for archive in archives:
             try:
@@ -54,8 +52,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"{archive.zarr_id}: ok {report.checksum_after}")
         self.stdout.write(f"{drifted} archive(s) had drift")
         if not options["zarr_ids"]:
-            known = {str(z) for z in ZarrArchive.objects.values_list("zarr_id", flat=True)}
-            unreferenced = unreferenced_archives(known)
+            unreferenced = unreferenced_archives(archive_zarr_ids())
             for zarr_id, count in sorted(unreferenced.items()):
                 self.stdout.write(
                     f"{zarr_id}: UNREFERENCED: {count} object(s) no archive row knows"

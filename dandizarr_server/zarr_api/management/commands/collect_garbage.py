@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.selectors.lookups import archives_for_operator
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 
 
@@ -23,11 +23,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        archives = ZarrArchive.objects.order_by("pk")
-        if options["zarr_ids"]:
-            archives = archives.filter(zarr_id__in=options["zarr_ids"])
         freed = 0
-        for archive in archives.iterator():
+        for archive in archives_for_operator(options["zarr_ids"]).iterator():
             report = archive_garbage_collect(archive, dry_run=options["dry_run"])
             freed += report.reclaimed_bytes
             self.stdout.write(json.dumps(asdict(report)))
