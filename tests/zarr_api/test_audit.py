@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from io import StringIO
@@ -17,7 +18,8 @@ from dandizarr_server.zarr_api.edge.exceptions import Conflict
 from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.audit import AUDIT_ATTEMPTS, archive_audit
-from tests.support.api import Actor, upload
+from dandizarr_server.zarr_api.services.garbage import garbage_collect_all
+from tests.support.api import Actor, create_archive, upload
 from tests.support.database import another_connection
 from tests.support.tree_check import assert_tree_matches_storage
 
@@ -45,6 +47,34 @@ def test_audit_reports_and_repairs_drift(owner: Actor, zarr_id: str) -> None:
     out = StringIO()
     call_command("audit_zarr", zarr_id, stdout=out)
     assert f"{zarr_id}: ok" in out.getvalue()
+
+
+def test_the_operators_commands_go_through_the_archives_named_or_all(
+    owner: Actor, dandiset: str, zarr_id: str
+) -> None:
+    """audit_zarr and collect_garbage: the archives named, or every one in creation order; an
+    archive the database knows is never called unreferenced."""
+    assert upload(owner.client, zarr_id, {"a": b"a"}).status_code == 200
+    other = create_archive(owner, dandiset, "b.zarr", layout="loose")
+    assert upload(owner.client, other, {"b": b"b"}).status_code == 200
+
+    def collected(*args: str) -> list[str]:
+        out = StringIO()
+        call_command("collect_garbage", "--dry-run", *args, stdout=out)
+        lines = out.getvalue().splitlines()
+        return [json.loads(line)["zarr_id"] for line in lines if line.startswith("{")]
+
+    assert collected(other) == [other]
+    assert collected() == [zarr_id, other]
+    assert [r.zarr_id for r in garbage_collect_all(dry_run=True)] == [zarr_id, other]
+    out = StringIO()
+    call_command("audit_zarr", "--report-only", stdout=out)
+    assert out.getvalue().splitlines() == [
+        f"{zarr_id}: ok {ZarrArchive.objects.get(zarr_id=zarr_id).checksum}",
+        f"{other}: ok {ZarrArchive.objects.get(zarr_id=other).checksum}",
+        "0 archive(s) had drift",
+        "0 unreferenced archive(s) in storage",
+    ]
 
 
 def test_audit_refuses_while_a_batch_is_open(owner: Actor, zarr_id: str) -> None:
