@@ -331,9 +331,10 @@ DANDIZARR_RECONCILE_SWEEP_SECONDS = env_int("DANDIZARR_RECONCILE_SWEEP_SECONDS",
 DANDIZARR_PACK_MEMBER_LIMIT = env_int("DANDIZARR_PACK_MEMBER_LIMIT", 100_000)
 DANDIZARR_SHARD_TARGET_BYTES = env_int("DANDIZARR_SHARD_TARGET_BYTES", 64 << 20)
 DANDIZARR_SHARD_COMPACT_PERCENT = env_int("DANDIZARR_SHARD_COMPACT_PERCENT", 50)
-# Decoded .checksum listings kept per process for browsing, in entries (files + directories):
-# about 200 bytes each, so the default holds the service near 40 MB of them.
-DANDIZARR_LISTING_CACHE_ENTRIES = env_int("DANDIZARR_LISTING_CACHE_ENTRIES", 200_000)
+# Decoded .checksum listings kept per process for browsing and batch starts, in bytes of memory
+# (estimated, runtime/tree.listing_bytes): 32 MiB holds a directory of 100,000 files (~25 MB),
+# about 135,000 entries of a packed archive's chunk directories.
+DANDIZARR_LISTING_CACHE_BYTES = env_int("DANDIZARR_LISTING_CACHE_BYTES", 32 << 20)
 
 # Previews (archive pages): render threads, renders waiting beyond them (then 503), how long
 # one waits for a render thread (then 503), and the time one render may read for.

@@ -3,18 +3,25 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import pytest
 from celery.exceptions import Retry
 
-from dandizarr.checksums import DirectoryListing, FileEntry
+from dandizarr.checksums import (
+    DirectoryListing,
+    FileEntry,
+    decode_checksum_file,
+    encode_checksum_file,
+)
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.runtime.tree import (
     CachedTree,
     CacheKey,
     ListingCache,
     StorageChecksumTree,
+    listing_bytes,
 )
 from dandizarr_server.zarr_api.services import tree_updates
 from dandizarr_server.zarr_api.services.audit import archive_audit
@@ -53,11 +60,11 @@ def test_listing_cache_holds_at_most_its_entries_and_drops_the_oldest() -> None:
     def key(directory: str) -> CacheKey:
         return ("z", 1, directory)
 
-    cache = ListingCache(max_entries=25)
-    cache.put(key("a"), listing(9))  # 10 entries with its own
+    cache = ListingCache(max_bytes=listing_bytes(listing(9)) * 5 // 2)
+    cache.put(key("a"), listing(9))
     cache.put(key("b"), listing(9))
     assert cache.get(key("a"))[0]  # "a" is now the most recently used
-    cache.put(key("c"), listing(9))  # 30 > 25: the least recently used ("b") goes
+    cache.put(key("c"), listing(9))  # 3 listings > 2.5: the least recently used ("b") goes
     assert [cache.get(key(k))[0] for k in "abc"] == [True, False, True]
     cache.put(key("huge"), listing(100))  # larger than the whole cache: not kept
     assert cache.get(key("huge")) == (False, None)
@@ -74,12 +81,30 @@ def test_listing_cache_holds_at_most_its_entries_and_drops_the_oldest() -> None:
     assert cache.get(key("a")) == (False, None)
 
 
+@pytest.mark.parametrize("name", ["{i}", "chunk.{i}.{i}", "été-{i}"])
+def test_listing_bytes_is_within_a_fifth_of_what_a_decoded_listing_holds(name: str) -> None:
+    """The cache's bound is in bytes of memory: its estimate of a decoded listing (files and
+    directories, names short and long) is checked against what decoding allocates."""
+    files = {
+        name.format(i=i): FileEntry(name.format(i=i), md5(str(i).encode()), 300 + i)
+        for i in range(1000)
+    }
+    data = encode_checksum_file(DirectoryListing(files))
+    tracemalloc.start()
+    try:
+        decoded = decode_checksum_file(data)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert 0.8 <= listing_bytes(decoded) / held <= 1.2, (listing_bytes(decoded), held)
+
+
 def test_a_committed_update_drops_the_archives_listings_of_older_versions() -> None:
     """Readers key by the committed version, so an update's ``remember`` carries what it read
     to the new version and drops the archive's listings of any other (they would fill the
     cache, read no more); other archives' stay."""
     listing = DirectoryListing({"f": FileEntry("f", md5(b""), 0)})
-    cache = ListingCache(max_entries=100)
+    cache = ListingCache(max_bytes=1 << 20)
     cache.put(("z", "v0", "old"), listing)  # read before an audit, say
     cache.put(("z", "v1", "a"), listing)
     cache.put(("z", "v1", "b"), listing)
@@ -140,7 +165,7 @@ def test_a_new_version_keeps_the_listings_its_update_did_not_change() -> None:
     def listing(digest: str) -> DirectoryListing:
         return DirectoryListing({"f": FileEntry("f", digest, 1)})
 
-    cache = ListingCache(max_entries=100)
+    cache = ListingCache(max_bytes=1 << 20)
     for directory in ("", "kept", "changed", "gone"):
         cache.put(("z", 1, directory), listing(md5(directory.encode())))
     cache.put(("z", 1, "new"), None)  # absent at version 1

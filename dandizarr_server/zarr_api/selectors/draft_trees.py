@@ -31,7 +31,7 @@ def draft_tree_cached(archive: ZarrArchive) -> CachedTree:
     path checks of a batch start."""
     global _listing_cache
     if _listing_cache is None:
-        _listing_cache = ListingCache(settings.DANDIZARR_LISTING_CACHE_ENTRIES)
+        _listing_cache = ListingCache(settings.DANDIZARR_LISTING_CACHE_BYTES)
     return CachedTree(
         archive_tree(archive), tree_version(archive.modified, archive.checksum), _listing_cache
     )
