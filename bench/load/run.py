@@ -317,12 +317,13 @@ class Stack:
             sampler.start()
             kills: list[str] = []
             profiled: list[str] = []
+            profiler = threading.Thread(
+                target=self._profile_web,
+                args=(config.seconds / 3, config.seconds / 3, out, profiled),
+                daemon=True,
+            )
             if profile:
-                threading.Thread(
-                    target=self._profile_web,
-                    args=(config.seconds / 3, config.seconds / 3, out, profiled),
-                    daemon=True,
-                ).start()
+                profiler.start()
             if kill:
                 killer = threading.Thread(
                     target=self._kill_midway, args=(config.seconds / 2, kills), daemon=True
@@ -334,6 +335,9 @@ class Stack:
                 if locust.poll() is None:
                     locust.kill()
                 sampler.stop()
+                if profile:
+                    # py-spy lags behind its duration on a loaded machine.
+                    profiler.join(300)
         wall = time.monotonic() - started
         machine_busy = busy_cpu_seconds() - busy
         rows, failures = _read_stats(out / "stats.json")
