@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import numpy as np
 import pytest
+import zarr
+from zarr.storage import LocalStore
 
 from dandizarr.client import ClientError
 from dandizarr.client.progress import NullProgress
@@ -20,6 +23,7 @@ from dandizarr.client.ranged_gets import RangedDownloads
 from tests.support.flaky_storage import FlakyStorage
 from tests.support.live_client import Service, make_tree
 from tests.support.multipart import PART, THRESHOLD
+from tests.support.sharded_client import MakeUploader, local_files
 
 MIB = 1 << 20
 PLAN = RangedDownloads(threshold=2 * MIB, range_bytes=MIB, parallel=4)
@@ -144,3 +148,32 @@ def test_a_big_object_with_other_bytes_fails_and_leaves_nothing(
     assert hashlib.md5(bad).hexdigest() in messages.lines[0]
     assert _files_in(dest) == set(files) - {BIG}  # no wrong bytes, no temporary file left
     assert (dest / IN_PARTS).read_bytes() == (root / IN_PARTS).read_bytes()
+
+
+@pytest.mark.s3_servers("moto", "seaweedfs")
+def test_big_packed_files_come_in_ranges_of_their_shard(
+    service: Service, uploader: MakeUploader, tmp_path: Path
+) -> None:
+    """Two chunk files of 3 MB packed side by side in one shard (under the multipart
+    threshold): each is fetched in ranges of the shard, from its own offset."""
+    root = tmp_path / "packed.zarr"
+    group = zarr.open_group(LocalStore(root), mode="w", zarr_format=3)
+    array = group.create_array(
+        "a", shape=(1_500_000,), chunks=(750_000,), dtype="int32", compressors=None
+    )
+    array[:] = np.random.default_rng(7).integers(0, 1 << 30, 1_500_000, dtype="int32")
+    files = local_files(root)
+    result = uploader(root, name="packed.zarr", pack=True).run()
+    assert result.ok, result
+    assert result.packed_files == 2
+    offsets = [
+        service.api("GET", f"/api/zarr/{result.zarr_id}/files/a/c/{i}").json()["shard"]["offset"]
+        for i in range(2)
+    ]
+    assert offsets[1] - offsets[0] == len(files["a/c/0"])  # side by side in one shard
+    dest = tmp_path / "copy"
+    with service.client() as client:
+        downloaded = client.download(result.zarr_id, dest, ranged=PLAN)
+    assert downloaded.ok, downloaded
+    assert downloaded.ranged_files == 2
+    assert {p: (dest / p).read_bytes() for p in files} == files
