@@ -16,11 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 import requests
 
 from tests.support.processes import Processes
-from tests.support.production import create_database, drop_database
 from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,18 +145,10 @@ def test_readme_first_upload(tmp_path: Path, processes: Processes) -> None:
     assert (checkout / "copy.zarr" / "zarr.json").is_file()
 
 
-@pytest.fixture
-def fresh_database() -> Iterator[str]:
-    server = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    name = f"dandizarr_docs_{uuid.uuid4().hex[:12]}"
-    yield create_database(server, name)
-    drop_database(server, name)
-
-
 def test_deploying_native_setup_and_users(
     tmp_path: Path,
     processes: Processes,
-    fresh_database: str,
+    service_database: str,
     seaweedfs: SeaweedS3,
 ) -> None:
     bucket = f"docs-{uuid.uuid4().hex[:12]}"
@@ -166,7 +156,7 @@ def test_deploying_native_setup_and_users(
         "DJANGO_SETTINGS_MODULE": "dandizarr_server.settings",
         "DANDIZARR_SECRET_KEY": "doc-commands-test-" + "k" * 40,
         "DANDIZARR_DATA_DIR": str(tmp_path / "data"),
-        "DATABASE_URL": fresh_database,
+        "DATABASE_URL": service_database,
         "DANDIZARR_STORAGE": "s3",
         "DANDIZARR_S3_ENDPOINT_URL": seaweedfs.endpoint_url,
         "DANDIZARR_S3_BUCKET": bucket,
