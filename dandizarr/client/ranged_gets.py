@@ -11,10 +11,12 @@ what it has hashed, so memory stays one read block whatever the ranges' order
 memory, and for the numbers).
 
 Every range GET goes through the client's one retry policy (``dandizarr.client.retry``); a
-range cut short is resumed where its bytes stopped, not fetched again. Every answer must carry
-the ETag the first one did (ranges of two different objects never make a file). The file takes
-its name only when its size and md5 are the tree's; a wrong md5 discards it, and the whole
-file is tried again under the same policy, as a small file's wrong bytes are, then reported.
+range cut short is resumed where its bytes stopped, not fetched again, and a URL that expires
+while a big file is read is renewed from the service, keeping what was written (``_Source``).
+Every answer must carry the ETag the first one did (ranges of two different objects never make
+a file). The file takes its name only when its size and md5 are the tree's; a wrong md5
+discards it, and the whole file is tried again under the same policy, as a small file's wrong
+bytes are, then reported.
 """
 
 from __future__ import annotations
@@ -89,8 +91,31 @@ class RangeSlots:
 
 
 class _Relocate(Exception):
-    """Storage refused the URL (expired, or the object is gone or changed): the whole file is
-    tried again from a fresh URL."""
+    """The object changed while its ranges were read: the whole file is tried again from a
+    fresh URL."""
+
+
+class _Source:
+    """Where a file's ranges come from: its URL, renewed when storage refuses it (a URL
+    expires while a big file is read: 600 s by default), keeping every byte written so far.
+    Refused again before any range came from the new URL, the file has failed."""
+
+    def __init__(self, located: RemoteFile, locate: Callable[[], Awaitable[RemoteFile]]) -> None:
+        self.located = located
+        self.generation = 0
+        self.served = True
+        self._locate = locate
+        self._lock = asyncio.Lock()
+
+    async def renew(self, generation: int, refused: str) -> None:
+        async with self._lock:
+            if generation != self.generation:
+                return  # another range renewed it meanwhile
+            if not self.served:
+                raise ClientError(f"from storage: {refused}")
+            self.located = await self._locate()
+            self.generation += 1
+            self.served = False
 
 
 class FollowingHasher:
@@ -238,7 +263,7 @@ async def fetch_ranged(
     ClientError when every try failed. ``locate`` asks the service for a fresh URL."""
     located = remote
     relocate = located.download_url is None
-    renewed = False  # a refused URL is renewed once: refused again, the file has failed
+    renewed = False  # an object that changed is read again once: changed again, it has failed
 
     async def attempt() -> RangedBody:
         nonlocal located, relocate, renewed
@@ -247,7 +272,9 @@ async def fetch_ranged(
             relocate = False
         body = RangedBody(tmp, remote.size, plan.range_bytes)
         try:
-            await _fetch_ranges(located, body, slots, plan.parallel, policy, counter)
+            source = _Source(located, locate)
+            await _fetch_ranges(source, body, slots, plan.parallel, policy, counter)
+            located = source.located
             whole = await body.hasher.finished()
         except _Relocate as refused:
             body.discard()
@@ -272,18 +299,15 @@ async def fetch_ranged(
 
 
 async def _fetch_ranges(
-    located: RemoteFile,
+    source: _Source,
     body: RangedBody,
     slots: RangeSlots,
     parallel: int,
     policy: RetryPolicy,
     counter: RetryCounter,
 ) -> None:
-    """Every range of ``body`` from ``located``, each under the retry policy (resumed where
+    """Every range of ``body`` from ``source``, each under the retry policy (resumed where
     it stopped); the first range that fails for good cancels the others."""
-    url = located.download_url
-    assert url is not None
-    base = located.shard_offset or 0
     etags: list[str] = []
 
     async def one(index: int) -> None:
@@ -291,14 +315,20 @@ async def _fetch_ranges(
             begin, end = body.left(index)
             if begin == end:
                 return
+            generation, located = source.generation, source.located
+            assert located.download_url is not None
+            base = located.shard_offset or 0
             headers = {"Range": f"bytes={base + begin}-{base + end - 1}"}
-            answer = await slots.get(url, headers, 206, body.sink(index))
+            answer = await slots.get(located.download_url, headers, 206, body.sink(index))
             if answer.status != 206:
                 said = answer.error_body[:200].decode("utf-8", "replace")
                 check_status(answer.status, answer.headers.get("retry-after"), said)
-                if answer.status in (403, 404, 412, 416):
-                    raise _Relocate(f"HTTP {answer.status}: {said}")
+                if answer.status in (403, 404, 416):
+                    await source.renew(generation, f"HTTP {answer.status}: {said}")
+                    raise TryAgain(f"storage refused the URL: HTTP {answer.status}: {said}")
                 raise ClientError(f"from storage: {final_status_message(answer.status, said)}")
+            if generation == source.generation:
+                source.served = True
             etag = answer.headers.get("etag", "")
             if not etags:
                 etags.append(etag)

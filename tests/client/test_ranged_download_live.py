@@ -120,6 +120,29 @@ def test_a_range_cut_short_is_resumed_where_it_stopped(
 
 
 @pytest.mark.s3_servers("moto", "seaweedfs")
+def test_an_expired_url_is_renewed_keeping_what_was_written(
+    service: Service,
+    flaky: FlakyStorage,
+    big_tree: tuple[Path, dict[str, str]],
+    tmp_path: Path,
+) -> None:
+    """A URL that expires while a big file is read (403 to a range): a fresh one from the
+    service, the ranges already written kept (no file starts again from its first range)."""
+    root, files = big_tree
+    zarr_id = _upload(service, root)
+    flaky.expire_ranged_gets = 3
+    flaky.get_ranges.clear()
+    dest = tmp_path / "copy"
+    with service.client() as client:
+        result = client.download(zarr_id, dest, ranged=PLAN)
+    assert result.ok, result
+    assert flaky.expire_ranged_gets == 0 and result.ranged_files == 2
+    assert all((dest / p).read_bytes() == (root / p).read_bytes() for p in files)
+    firsts = [key for key, asked in flaky.get_ranges if asked and asked.startswith("bytes=0-")]
+    assert len(firsts) == len(set(firsts)) == 2, flaky.get_ranges
+
+
+@pytest.mark.s3_servers("moto", "seaweedfs")
 def test_a_big_object_with_other_bytes_fails_and_leaves_nothing(
     service: Service, big_tree: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:

@@ -28,6 +28,8 @@ class FlakyStorage:
         # Ranged GETs (their ``Range`` starting past 0) whose answer is cut after half its
         # body: the status and the whole Content-Length sent, then the connection closed.
         self.cut_ranged_gets = 0
+        # Ranged GETs (past 0, as above) refused as expired (403), before any is cut.
+        self.expire_ranged_gets = 0
         # The key and Range header of every GET (None: the whole object), in arrival order.
         self.get_ranges: list[tuple[str, str | None]] = []
         # Key suffixes whose first PUT is refused as expired.
@@ -81,12 +83,11 @@ class FlakyStorage:
                 with outer._lock:
                     outer.get_ranges.append((self.path.split("?", 1)[0], asked))
                     failure = outer.get_failures.pop(0) if outer.get_failures else None
-                    cut = bool(
-                        failure is None
-                        and outer.cut_ranged_gets
-                        and asked
-                        and not asked.startswith("bytes=0-")
-                    )
+                    ranged = bool(asked and not asked.startswith("bytes=0-"))
+                    if failure is None and ranged and outer.expire_ranged_gets:
+                        outer.expire_ranged_gets -= 1
+                        failure = 403
+                    cut = bool(failure is None and ranged and outer.cut_ranged_gets)
                     if cut:
                         outer.cut_ranged_gets -= 1
                 if failure == DROP:
