@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from dandizarr.client import DandizarrClient
     from dandizarr.client.progress import Progress
 
+# The client's DEFAULT_JOBS (dandizarr.client.api_connection), repeated so that building the
+# parser imports no client (`dandizarr --help` stays fast); tests/client/test_cli_args.py checks
+# that the two agree.
 DEFAULT_JOBS = 32
 
 

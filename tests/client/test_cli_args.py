@@ -74,3 +74,11 @@ def test_upload_pack_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert (args.pack, args.shard_size) == (True, 8 << 20)
     assert main(["upload", str(tmp_path), "--dandiset", "000001", "--shard-size", "8M"]) == 1
     assert "--shard-size needs --pack" in capsys.readouterr().err
+
+
+def test_the_cli_default_jobs_is_the_clients() -> None:
+    """The parser's --jobs default repeats the client's (it must not import the client)."""
+    from dandizarr.client import api_connection
+    from dandizarr.commands import connection
+
+    assert connection.DEFAULT_JOBS == api_connection.DEFAULT_JOBS
