@@ -377,6 +377,12 @@ def _one_run(tmp: Path, count: int, src: Path, label: str) -> dict[str, Any]:
 
 
 def _describe(run: dict[str, Any], written: str) -> str:
+    backends = (
+        f"; its PostgreSQL backends first {EDGE_BATCHES} {run['database_early']:.2f}, last "
+        f"{EDGE_BATCHES} {run['database_late']:.2f}"
+        if DATABASE_URL
+        else ""
+    )
     peaks = ", ".join(f"{role} {mb:.0f} MB" for role, mb in run["peaks"].items())
     return (
         f"   {run['count']:,} files (source {written}; "
@@ -389,9 +395,7 @@ def _describe(run: dict[str, Any], written: str) -> str:
         f"{run['client_system']:.1f} system, service {run['service_cpu']:.1f}\n"
         f"     service CPU-s per pack batch ({len(run['per_batch'])} full batches measured): "
         f"median {run['all']:.2f}, first {EDGE_BATCHES} {run['early']:.2f}, last "
-        f"{EDGE_BATCHES} {run['late']:.2f}; its database's backends (PostgreSQL) first "
-        f"{EDGE_BATCHES} {run['database_early']:.2f}, last {EDGE_BATCHES} "
-        f"{run['database_late']:.2f}\n"
+        f"{EDGE_BATCHES} {run['late']:.2f}{backends}\n"
         f"     publish {run['publish']:.2f} s; read of a chunk (median of {READS}): version "
         f"{run['read_version_ms']:.2f} ms, draft {run['read_draft_ms']:.2f} ms "
         f"({run['read_version_ms'] / run['read_draft_ms']:.2f}x)"
