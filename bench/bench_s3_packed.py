@@ -422,6 +422,10 @@ def _killed_half_way(service: Service, src: Path, dandiset: str, name: str) -> i
     finally:
         process.kill()
         process.wait()
+    # The killed client's last request (a batch start takes seconds under load) may still be
+    # served: a resume started meanwhile sees that batch opened under it and stops ("another
+    # upload batch was opened ... while this upload was running", seen at 300,000 files).
+    time.sleep(10)
     return int(held)
 
 
