@@ -46,6 +46,7 @@ from typing import Any
 
 import requests
 
+from bench.arrays import row_chunked_zarray
 from bench.s3_env import (
     DATABASE_SERVER_URL,
     cpu_load,
@@ -134,21 +135,7 @@ def _write_chunks(root: Path, count: int, chunk_bytes: int) -> None:
                 os.write(fd, noise[n : n + chunk_bytes])
             finally:
                 os.close(fd)
-    (root / ".zarray").write_text(
-        json.dumps(
-            {
-                "zarr_format": 2,
-                "shape": [rows, cols * chunk_bytes],
-                "chunks": [1, chunk_bytes],
-                "dtype": "|u1",
-                "compressor": None,
-                "filters": None,
-                "fill_value": 0,
-                "order": "C",
-                "dimension_separator": "/",
-            }
-        )
-    )
+    (root / ".zarray").write_text(row_chunked_zarray(rows, cols, chunk_bytes))
 
 
 def array_paths(root: Path) -> tuple[str, str]:

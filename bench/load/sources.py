@@ -5,9 +5,10 @@ overwrites leave dead bytes in shards for compaction)."""
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
+
+from bench.arrays import row_chunked_zarray
 
 CHUNK_BYTES = 4096
 COLUMNS = 16  # chunks per row
@@ -22,21 +23,7 @@ class ArraySource:
         self.rows = 0
         if not (root / ".zarray").exists():
             root.mkdir(parents=True, exist_ok=True)
-            (root / ".zarray").write_text(
-                json.dumps(
-                    {
-                        "zarr_format": 2,
-                        "shape": [ROWS, COLUMNS * CHUNK_BYTES],
-                        "chunks": [1, CHUNK_BYTES],
-                        "dtype": "|u1",
-                        "compressor": None,
-                        "filters": None,
-                        "fill_value": 0,
-                        "order": "C",
-                        "dimension_separator": "/",
-                    }
-                )
-            )
+            (root / ".zarray").write_text(row_chunked_zarray(ROWS, COLUMNS, CHUNK_BYTES))
             (root / ".zattrs").write_text("{}")
         else:
             self.rows = sum(1 for p in root.iterdir() if p.is_dir())
