@@ -21,45 +21,29 @@ the patterns select, each verified as above; it proves those files, not the tree
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 import requests
 
-from dandizarr.checksums.local import md5_file
 from dandizarr.client.api import ApiClient
 from dandizarr.client.digests import tree_checksum
 from dandizarr.client.download_files import Body, FileWriter, shard_runs, splitter
 from dandizarr.client.errors import ClientError, NotFound
+from dandizarr.client.file_gets import already_present, fetch_file, temp_path
 from dandizarr.client.models import RemoteFile
 from dandizarr.client.path_selection import PathSelection
 from dandizarr.client.progress import Progress
 from dandizarr.client.ranged_gets import RangedBody, RangedDownloads, RangeSlots, fetch_ranged
 from dandizarr.client.results import DownloadResult
 from dandizarr.client.retry import (
-    TryAgain,
-    check_status,
-    final_status_message,
     is_transient_error,
-    retrying_async,
 )
 from dandizarr.client.storage_gets import CHUNK, Answer, Connections, Fetch, proxied
-
-
-def temp_path(target: Path, worker: int) -> Path:
-    """Where a file is written before it is moved into place: beside it, under a name of fixed
-    length (the longest name an archive holds, dandizarr.objectstore.keys.MAX_SEGMENT_BYTES, plus
-    any
-    suffix would not fit in a filesystem's 255 bytes), unique to this process, worker and
-    file (a digest of its name: a worker has several files of a directory in flight)."""
-    name = hashlib.sha256(os.fsencode(target.name)).hexdigest()[:20]
-    return target.with_name(f".dandizarr-{os.getpid()}-{worker}-{name}.part")
 
 
 class Downloader:
@@ -288,7 +272,7 @@ class Downloader:
     ) -> None:
         """Fetch one file (unless already present) and record it, or record its failure."""
         relative, target = self._target(remote.path)
-        if self._resuming and await self._present(remote, target, threads):
+        if self._resuming and await already_present(remote, target, threads):
             self.result.skipped_files += 1
             self._entries.append((relative, remote.size, remote.digest))
             self.progress.advance(1, remote.size)
@@ -298,7 +282,14 @@ class Downloader:
             if self.ranged.applies(remote):
                 body = await self._download_ranged(remote, target, worker, threads)
             else:
-                body = await self._download(remote, target, worker, fetch, threads)
+                body = await fetch_file(
+                    remote,
+                    temp_path(target, worker),
+                    fetch,
+                    self._locator(remote, threads),
+                    self.client.retry,
+                    self.client.retries,
+                )
         except (ClientError, OSError, requests.RequestException) as error:
             self._failed(remote, error)
             return
@@ -363,35 +354,17 @@ class Downloader:
             self.result.failed_files.append(remote.path)
         self.progress.message(f"{remote.path}: {error}")
 
-    @staticmethod
-    async def _present(remote: RemoteFile, target: Path, threads: ThreadPoolExecutor) -> bool:
-        """Whether ``target`` already holds this file (a resumed download)."""
-        try:
-            if os.stat(target).st_size != remote.size:
-                return False
-        except OSError:
-            return False
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(threads, md5_file, target) == remote.digest
-
     async def _download_ranged(
         self, remote: RemoteFile, target: Path, worker: int, threads: ThreadPoolExecutor
     ) -> RangedBody:
         """A big file's bytes in ranges at once, verified (``ranged_gets``)."""
-        loop = asyncio.get_running_loop()
-
-        async def locate() -> RemoteFile:
-            return await loop.run_in_executor(
-                threads, self.client.locate, self.zarr_id, remote.path
-            )
-
         assert self._slots is not None
         body = await fetch_ranged(
             remote,
             temp_path(target, worker),
             self.ranged,
             self._slots,
-            locate,
+            self._locator(remote, threads),
             self.client.retry,
             self.client.retries,
         )
@@ -399,63 +372,15 @@ class Downloader:
             self.result.ranged_files += 1
         return body
 
-    async def _download(
-        self,
-        remote: RemoteFile,
-        target: Path,
-        worker: int,
-        fetch: Fetch,
-        threads: ThreadPoolExecutor,
-    ) -> Body:
-        """The file's bytes, verified (not yet on disk); ClientError when every try failed."""
-        tmp = temp_path(target, worker)
-        if remote.size == 0 and remote.shard_offset is not None:
-            # An empty packed file: no bytes in its shard to ask for.
-            empty = Body(tmp)
-            if empty.md5.hexdigest() != remote.digest:
-                raise ClientError(f"an empty file cannot have the md5 {remote.digest}")
-            return empty
-        loop = asyncio.get_running_loop()
-        located = remote
-        relocate = located.download_url is None
-        renewed = False  # a refused URL is renewed once: refused again, the file has failed
+    def _locator(
+        self, remote: RemoteFile, threads: ThreadPoolExecutor
+    ) -> Callable[[], Awaitable[RemoteFile]]:
+        """Asks the service for a fresh URL of ``remote`` (the listing's may have expired)."""
 
-        async def attempt() -> Body:
-            nonlocal located, relocate, renewed
-            if relocate:
-                # A fresh URL from the service: the listing's may have expired.
-                located = await loop.run_in_executor(
-                    threads, self.client.locate, self.zarr_id, remote.path
-                )
-                relocate = False
-            assert located.download_url is not None
-            ranged = located.range_header()
-            expected = 206 if ranged else 200
-            body = Body(tmp)
-            try:
-                answer = await fetch(
-                    located.download_url, {"Range": ranged} if ranged else {}, expected, body.write
-                )
-            except BaseException:
-                body.discard()
-                raise
-            if answer.status != expected:
-                body.discard()
-                said = answer.error_body[:200].decode("utf-8", "replace")
-                check_status(answer.status, answer.headers.get("retry-after"), said)
-                if answer.status in (403, 404, 416) and not renewed:
-                    renewed = relocate = True  # refused (an expired URL): ask for a new one
-                    raise TryAgain(f"storage refused the URL: HTTP {answer.status}: {said}")
-                raise ClientError(f"from storage: {final_status_message(answer.status, said)}")
-            if body.size == remote.size and body.md5.hexdigest() == remote.digest:
-                return body
-            body.discard()
-            relocate = True
-            raise TryAgain(
-                f"got {body.size} bytes with md5 {body.md5.hexdigest()}, expected "
-                f"{remote.size} bytes with md5 {remote.digest}"
+        async def locate() -> RemoteFile:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                threads, self.client.locate, self.zarr_id, remote.path
             )
 
-        return await retrying_async(
-            attempt, self.client.retry, what=f"GET of {remote.path}", counter=self.client.retries
-        )
+        return locate
