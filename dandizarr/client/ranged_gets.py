@@ -41,6 +41,7 @@ from dandizarr.client.retry import (
     retrying_async,
 )
 from dandizarr.client.storage_gets import Answer, Fetch
+from dandizarr.objectstore.multipart import MAX_OBJECT
 
 MIB = 1 << 20
 # Bytes the hashing thread reads back at a time.
@@ -186,6 +187,12 @@ class RangedBody:
     """A big file fetched in ranges into ``tmp``; at its target only through ``place``."""
 
     def __init__(self, tmp: Path, size: int, range_bytes: int) -> None:
+        # The size comes from the service's listing: bounded before it sizes the range lists.
+        if not 0 <= size <= MAX_OBJECT or range_bytes <= 0:
+            raise ClientError(
+                f"the server lists a file of {size} bytes: no S3 object holds more than "
+                f"{MAX_OBJECT} (or the range size {range_bytes} is not positive)"
+            )
         self.tmp = tmp
         self.size = size
         self._io_lock = threading.Lock()

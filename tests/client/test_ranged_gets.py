@@ -64,3 +64,14 @@ def test_the_plan_applies_past_the_threshold_only() -> None:
     assert plan.applies(RemoteFile("a", 101, "d"))
     with pytest.raises(ValueError):
         RangedDownloads(range_bytes=0)
+
+
+@pytest.mark.parametrize("size", [-1, (5 << 40) + 1, 1 << 62])
+def test_a_listed_size_no_object_can_have_is_refused_before_any_range_is_planned(
+    tmp_path: Path, size: int
+) -> None:
+    """The size is the service's word: past S3's 5 TiB it would size lists of billions of
+    ranges, so it is refused first, and no temporary file is made."""
+    with pytest.raises(ClientError, match="no S3 object holds more"):
+        RangedBody(tmp_path / "big.part", size, 32 << 20)
+    assert not (tmp_path / "big.part").exists()
