@@ -8,6 +8,7 @@ from celery import Celery, signals
 from django_structlog.celery.steps import DjangoStructLogInitStep
 
 from dandizarr_server import task_metrics  # noqa: F401 (connects its signals)
+from dandizarr_server.allocator import configure_malloc, release_freed_memory
 from dandizarr_server.embedded import MissingSecretKey, require_shared_secret_key
 from dandizarr_server.zarr_api.runtime.storage import get_store
 
@@ -33,6 +34,19 @@ def _refuse_without_a_shared_secret_key(sender: Any = None, **kwargs: Any) -> No
     except MissingSecretKey as error:
         # SystemExit: Celery logs and ignores a signal handler's ordinary exceptions.
         raise SystemExit(str(error)) from None
+
+
+@signals.worker_init.connect
+def _configure_malloc(sender: Any = None, **kwargs: Any) -> None:
+    """A worker's malloc set up before its first task (its pool's processes inherit it)."""
+    configure_malloc()
+
+
+@signals.task_postrun.connect
+def _release_freed_memory(**kwargs: Any) -> None:
+    """What a task freed (a tree update's 100,000 paths) handed back to the system, here and in
+    ``dandizarr serve``'s background thread, which runs tasks through Celery too."""
+    release_freed_memory()
 
 
 @signals.worker_init.connect

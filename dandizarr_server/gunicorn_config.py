@@ -14,12 +14,17 @@ from typing import Any
 
 from prometheus_client import multiprocess
 
+from dandizarr_server.allocator import after_request, configure_malloc
 from dandizarr_server.gunicorn_worker import HeadFirstThreadWorker
 
 worker_class = HeadFirstThreadWorker
 # Requests served at once per worker process. Each thread keeps a database connection: 4 workers
 # hold 32 of PostgreSQL's default 100.
 threads = 8
+# malloc set up in the master, which the workers inherit by fork; memory freed after a request
+# with a big body (dandizarr_server.allocator).
+configure_malloc()
+post_request = after_request
 
 
 def child_exit(server: Any, worker: Any) -> None:

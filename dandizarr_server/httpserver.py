@@ -11,9 +11,7 @@ live service).
 
 from __future__ import annotations
 
-import ctypes
 import gc
-import os
 import socket
 from typing import Any
 
@@ -23,6 +21,7 @@ from django.core.servers.basehttp import ThreadedWSGIServer
 from django.urls import get_resolver
 from gunicorn.app.base import BaseApplication
 
+from dandizarr_server.allocator import after_request, configure_malloc
 from dandizarr_server.gunicorn_worker import HeadFirstThreadWorker
 from dandizarr_server.zarr_api.runtime.background import WORKER, start_periodic_tasks
 from dandizarr_server.zarr_api.runtime.storage import get_store
@@ -33,9 +32,6 @@ THREADS = 32
 GRACEFUL_SECONDS = 5
 # gunicorn's default line, then the request's time in microseconds.
 ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(D)s'
-# glibc's mallopt parameter (malloc.h), and the arenas the process keeps.
-M_ARENA_MAX = -8
-MALLOC_ARENAS = 2
 
 
 class NoDelayMixin:
@@ -82,7 +78,7 @@ def run(host: str, port: int) -> None:
     from django.core.wsgi import get_wsgi_application
     from django.db import connections
 
-    limit_malloc_arenas()
+    configure_malloc()
     application = get_wsgi_application()
     connections.close_all()  # the worker is forked: it opens its own
     EmbeddedServer(
@@ -99,26 +95,9 @@ def run(host: str, port: int) -> None:
             "proc_name": "dandizarr",
             "post_worker_init": _start_background_work,
             "worker_exit": _finish_background_work,
+            "post_request": after_request,
         },
     ).run()
-
-
-def limit_malloc_arenas() -> None:
-    """Keep glibc's malloc to ``MALLOC_ARENAS`` arenas (unless ``MALLOC_ARENA_MAX`` is set).
-
-    glibc gives threads that allocate at once arenas of their own, up to 8 per core, and
-    memory freed stays with its arena: with gunicorn's threads, the storage pool's and the tree
-    update's, a million-file packed upload left the process 20 MB larger than with two arenas.
-    Python's small objects come from its own allocator under the GIL, so few arenas cost no
-    contention. Not glibc (macOS, musl without mallopt): nothing to do.
-    """
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(M_ARENA_MAX, MALLOC_ARENAS)
 
 
 def _start_background_work(worker: Any) -> None:
