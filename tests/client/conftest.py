@@ -92,13 +92,13 @@ def tree(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 @pytest.fixture
 def uploader(service: Service) -> Iterator[MakeUploader]:
-    """``uploader(root, **options)``: an Uploader into the test dandiset; its client is closed
-    when the test ends (a pooled connection keeps a live-server thread and its database
-    session)."""
+    """``uploader(root, jobs=8, **options)``: an Uploader into the test dandiset (``jobs``: its
+    client's threads, which build shards too); its client is closed when the test ends (a
+    pooled connection keeps a live-server thread and its database session)."""
     clients: list[DandizarrClient] = []
 
-    def make(root: Path, **options: Any) -> Uploader:
-        clients.append(service.client())
+    def make(root: Path, jobs: int = 8, **options: Any) -> Uploader:
+        clients.append(service.client(jobs=jobs))
         options = {"dandiset": service.dandiset, **options}
         return Uploader(clients[-1], root, UploadOptions(**options), NullProgress())
 
