@@ -56,18 +56,26 @@ serve: $(STAMP)
 # One pytest worker per core (pytest-xdist; TEST_WORKERS=0 runs in this process, one test at a
 # time). loadgroup: the tests of one xdist_group (a fixed port) run on one worker. The 30 slowest
 # steps are listed at the end (docs/testing.md: where the time goes). pytest's status 5 (no test
-# selected, by ARGS or -m) is no failure.
+# selected, by ARGS or -m) is no failure. Bytecode is written even where the environment says not
+# to (PYTHONDONTWRITEBYTECODE, set on this machine): each pytest process, and each program the
+# tests start, would otherwise compile the project, the tests and pytest's rewritten asserts
+# again at every start (docs/testing.md: where the time goes).
 TEST_WORKERS ?= auto
-PYTEST_RUN := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30
+PYTEST_RUN := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup \
+	--durations=30
+
+PYTEST_ENV := DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
+	DANDIZARR_TEST_REDIS_URL=$${DANDIZARR_TEST_REDIS_URL:-$(TEST_REDIS_URL)}
 
 test: $(STAMP) dandi-venvs compose-schema
-	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
-	DANDIZARR_TEST_REDIS_URL=$${DANDIZARR_TEST_REDIS_URL:-$(TEST_REDIS_URL)} \
-	$(PYTEST_RUN) $(ARGS) || [ $$? -eq 5 ]
+	$(PYTEST_ENV) $(PYTEST_RUN) $(ARGS) || [ $$? -eq 5 ]
 
-# The inner loop: everything but the tests that start servers and processes (marked live).
-test-fast: $(STAMP)
-	$(MAKE) test ARGS="-m 'not live' $(ARGS)"
+# The inner loop: everything but the tests that start servers and processes (marked live). Not
+# through `$(MAKE) test`: the dandi CLIs' venvs are for live tests only, and a sub-make would not
+# honour `make -o .venv/.installed test-fast` (a worktree's newer pyproject.toml would reinstall
+# the shared venv's editable install).
+test-fast: $(STAMP) compose-schema
+	$(PYTEST_ENV) $(PYTEST_RUN) -m 'not live' $(ARGS) || [ $$? -eq 5 ]
 
 # The tests marked big, which no other target runs (tests/conftest.py): issue #40's file past
 # S3's 5 GiB single PUT, uploaded, killed, resumed and downloaded (about 5 min, 6 GB of disk).

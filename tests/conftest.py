@@ -21,6 +21,9 @@ from tests.support.hypothesis_profiles import load_profile as load_hypothesis_pr
 from tests.support.processes import Processes
 from tests.support.seaweedfs import SeaweedS3
 
+# --cpu-durations=N: the steps that used the most CPU (issue #37).
+pytest_plugins = ["tests.support.cpu_durations"]
+
 # Credentials for moto only; set before any boto3 client exists.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
@@ -187,12 +190,17 @@ def moto_server() -> Iterator[str]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def _moto_s3_client(moto_server: str) -> Any:
+    """One client for the buckets the tests make (a client per test cost more than its bucket)."""
+    return boto3.client("s3", endpoint_url=moto_server, region_name="us-east-1")
+
+
 @pytest.fixture
-def s3_bucket(moto_server: str) -> str:
+def s3_bucket(_moto_s3_client: Any) -> str:
     """A fresh, empty bucket on the moto server."""
     name = f"test-{uuid.uuid4().hex[:16]}"
-    client = boto3.client("s3", endpoint_url=moto_server, region_name="us-east-1")
-    client.create_bucket(Bucket=name)
+    _moto_s3_client.create_bucket(Bucket=name)
     return name
 
 

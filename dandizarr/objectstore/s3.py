@@ -32,7 +32,7 @@ from dandizarr.objectstore.s3_errors import (
     error_status,
     translate_error,
 )
-from dandizarr.objectstore.s3_listing import use_fast_listing
+from dandizarr.objectstore.s3_session import new_session
 from dandizarr.objectstore.user_bytes import S3_GET_OVERRIDES
 from dandizarr.objectstore.versions import ObjectVersion, with_replacement_times
 
@@ -75,12 +75,7 @@ class S3ObjectStore(ObjectStore):
         self.endpoint_url = endpoint_url
         self.presign_endpoint_url = presign_endpoint_url
         self.concurrency = concurrency
-        # A private session: boto3's default session is not thread-safe to create clients from.
-        # Keys given here are the session's, so its credentials are what the clients sign with.
-        self._session = boto3.session.Session(
-            aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key
-        )
-        use_fast_listing(self._session._session)
+        self._session = new_session(access_key_id, secret_access_key)
         limits = Config(
             connect_timeout=timeout,
             read_timeout=timeout,
