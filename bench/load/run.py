@@ -19,6 +19,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +36,6 @@ from tests.support.seaweedfs import SeaweedS3
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-# Each seeded archive's chunks (published once, then grown as a draft).
-SEED_FILES = 512
 # Longest the checks wait for every archive's checksum after a run (a killed worker's tree
 # update is requeued by beat: DANDIZARR_STALLED_UPDATE_SECONDS + DANDIZARR_RESUME_INTERVAL_SECONDS).
 DRAIN_SECONDS = 300.0
@@ -53,6 +52,8 @@ class LoadConfig:
     web_workers: int = 2
     celery_workers: int = 2
     seed: int = 39
+    # Each seeded archive's chunks (published once, then grown as a draft by a quarter).
+    seed_files: int = 512
 
 
 @dataclass
@@ -198,10 +199,18 @@ class Stack:
         self.results = base / "uploads.jsonl"
 
     def start(self) -> None:
+        # Object versions on (published versions need them), CORS: as deploying.md says; the
+        # owners made with ``manage.py users``. One Django process, while the service starts.
+        tokens = self.base / "tokens"
+        tokens.mkdir(exist_ok=True)
+        self.deployment.commands = [["ensure_bucket"]]
+        for n in range(self.config.owners):
+            self.deployment.commands += [
+                ["users", "add", f"owner{n}"],
+                ["users", "token", "issue", f"owner{n}", "--file", str(tokens / f"owner{n}")],
+            ]
         self.deployment.start()
-        # Object versions on (published versions need them), CORS: as deploying.md says.
-        self.deployment.manage("ensure_bucket")
-        self._users()
+        self._users(tokens)
         self._seed()
 
     def stop(self) -> None:
@@ -210,18 +219,9 @@ class Stack:
         finally:
             self.s3.stop()
 
-    def _users(self) -> None:
-        """Owners made with ``manage.py users``, each creating a dandiset of their own (its
-        owner); uploaders round-robin over them, half of them packed."""
-        tokens = self.base / "tokens"
-        tokens.mkdir(exist_ok=True)
-        script = "from django.core.management import call_command\n" + "".join(
-            f"call_command('users', 'add', 'owner{n}')\n"
-            f"call_command('users', 'token', 'issue', 'owner{n}', '--file', "
-            f"{str(tokens / f'owner{n}')!r})\n"
-            for n in range(self.config.owners)
-        )
-        self.deployment.manage("shell", "-c", script)
+    def _users(self, tokens: Path) -> None:
+        """Each owner creates a dandiset of their own (its owner); uploaders round-robin over
+        them, half of them packed."""
         owners = []
         for n in range(self.config.owners):
             token = (tokens / f"owner{n}").read_text().strip()
@@ -236,42 +236,54 @@ class Stack:
 
     def _seed(self) -> None:
         """Two archives (loose, packed) uploaded, published, then grown as drafts: readers read
-        the published versions and the drafts."""
-        rng = random.Random(self.config.seed)
+        the published versions and the drafts. The two archives' uploads run at once."""
         url, token = self.deployment.url, self.deployment.token
         with DandizarrClient(url, token) as client:
             dandiset = client.create_dandiset("load readers")["identifier"]
-            sources = {}
-            for pack in (False, True):
-                name = f"seed-{'packed' if pack else 'loose'}"
-                source = ArraySource(self.base / "sources" / name)
-                source.grow(rng, SEED_FILES, 0)
-                result = client.upload(source.root, dandiset=dandiset, name=name, pack=pack)
-                if not result.ok:
-                    raise RuntimeError(f"seeding {name} did not verify: {result.to_json()}")
-                sources[result.zarr_id] = source
+
+        def upload(source: ArraySource) -> str:
+            pack = source.root.name.endswith("packed")
+            with DandizarrClient(url, token) as client:
+                result = client.upload(
+                    source.root, dandiset=dandiset, name=source.root.name, pack=pack
+                )
+            if not result.ok:
+                raise RuntimeError(f"seeding {source.root.name} did not verify: {result.to_json()}")
+            return result.zarr_id
+
+        def first(pack: bool) -> tuple[str, ArraySource, random.Random]:
+            name = f"seed-{'packed' if pack else 'loose'}"
+            source = ArraySource(self.base / "sources" / name)
+            rng = random.Random(self.config.seed * 2 + pack)
+            source.grow(rng, self.config.seed_files, 0)
+            zarr_id = upload(source)
+            with DandizarrClient(url, token) as client:
                 client.request(
                     "POST",
                     f"/api/dandisets/{dandiset}/versions/draft/assets/",
-                    json={"path": f"{name}.zarr", "zarr_id": result.zarr_id, "metadata": {}},
+                    json={"path": f"{name}.zarr", "zarr_id": zarr_id, "metadata": {}},
                     expect=(201,),
                 )
-            client.request(
-                "POST", f"/api/dandisets/{dandiset}/versions/draft/publish/", expect=(201,)
-            )
-            for zarr_id, source in sources.items():
+            return zarr_id, source, rng
+
+        def grown(seeded: tuple[str, ArraySource, random.Random]) -> list[ReadTarget]:
+            zarr_id, source, rng = seeded
+            with DandizarrClient(url, token) as client:
                 versions = client.get_json(f"/api/zarr/{zarr_id}/versions/")["results"]
-                self.targets.append(ReadTarget(versions[-1]["zarr_id"], "version", source.paths()))
-                source.grow(rng, SEED_FILES // 4, 16)
-                result = client.upload(
-                    source.root,
-                    dandiset=dandiset,
-                    name=source.root.name,
-                    pack=source.root.name.endswith("packed"),
+            published = ReadTarget(versions[-1]["zarr_id"], "version", source.paths())
+            source.grow(rng, self.config.seed_files // 4, 16)
+            if upload(source) != zarr_id:
+                raise RuntimeError(f"growing {zarr_id} uploaded into another archive")
+            return [published, ReadTarget(zarr_id, "draft", source.paths())]
+
+        with ThreadPoolExecutor(2) as pool:
+            seeded = list(pool.map(first, (False, True)))
+            with DandizarrClient(url, token) as client:
+                client.request(
+                    "POST", f"/api/dandisets/{dandiset}/versions/draft/publish/", expect=(201,)
                 )
-                if not result.ok:
-                    raise RuntimeError(f"growing {zarr_id} did not verify: {result.to_json()}")
-                self.targets.append(ReadTarget(zarr_id, "draft", source.paths()))
+            for targets in pool.map(grown, seeded):
+                self.targets += targets
 
     # --- a run -------------------------------------------------------------------------------
 
@@ -387,6 +399,8 @@ class Stack:
     def check(self) -> Checks:
         """Each uploader archive's checksum (once complete) against the checksum its client
         computed in its last upload, then ``audit_zarr --report-only`` over every archive."""
+        # The audit's process starts now: its Django import overlaps the wait for checksums.
+        audit = self.deployment.manage_later("audit_zarr", "--report-only")
         last: dict[str, dict[str, object]] = {}
         for line in _lines(self.results):
             answer = json.loads(line)
@@ -405,7 +419,7 @@ class Stack:
                     break
                 if time.monotonic() > deadline:
                     break
-                time.sleep(1)
+                time.sleep(0.2)
             local = answer.get("local_checksum") or answer.get("expected_checksum")
             if not answer.get("ok") or body["checksum"] != local:
                 checks.mismatched.append(
@@ -413,7 +427,7 @@ class Stack:
                     f"({body['checksum_status']}), client {local}, last upload ok "
                     f"{answer.get('ok')} {answer.get('error', '')}"
                 )
-        checks.audit = self.deployment.manage("audit_zarr", "--report-only", timeout=600)
+        checks.audit = audit()
         checks.audit_clean = (
             "\n0 archive(s) had drift" in "\n" + checks.audit
             and "0 unreferenced archive(s) in storage" in checks.audit

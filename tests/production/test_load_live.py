@@ -1,9 +1,9 @@
 """Issue #39's load test, short (``make load`` is the long one, bench/bench_load.py): the
 production shape (PostgreSQL, a Redis, SeaweedFS, gunicorn with the production config and 2
 workers, 2 Celery workers and beat), 4 uploaders of the client library (loose and packed, two
-owners) and 8 readers through Locust for 20 s. Correctness only, never latency: no request
-answered 5xx or not at all, every upload verified, every archive's checksum equals the one its
-client computed, and ``audit_zarr`` finds no drift."""
+owners) and 8 readers through Locust for 12 s, on two seed archives of 64 chunks. Correctness
+only, never latency: no request answered 5xx or not at all, every upload verified, every
+archive's checksum equals the one its client computed, and ``audit_zarr`` finds no drift."""
 
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ def test_short_load_answers_no_5xx_and_keeps_every_checksum(
     server_database_url = os.environ.get(
         "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
     )
-    config = LoadConfig(seconds=20, uploaders=4, readers=8, reader_rate=2.0, owners=2)
+    config = LoadConfig(
+        seconds=12, uploaders=4, readers=8, reader_rate=2.0, owners=2, seed_files=64
+    )
     with stack(tmp_path, server_database_url, config) as started:
         report = started.run("short", config)
         print(report.table())

@@ -92,10 +92,11 @@ def test_every_version_reads_as_the_model_in_every_process(
             DANDIZARR_THROTTLE_USER="1000000/min",
             DANDIZARR_THROTTLE_ANON="1000000/min",
             DANDIZARR_THROTTLE_PUBLISHES="1000000/hour",
+            commands=[["ensure_bucket"]],
+            other_web_servers=1,
         ) as deployment:
             try:
-                deployment.manage("ensure_bucket")
-                second_web = deployment.another_web_server()
+                second_web = deployment.more_web_urls[0]
                 walk = VersionsWalk(
                     deployment_harness(deployment, second_web), SEED, max_versions=6, log=print
                 )

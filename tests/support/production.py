@@ -1,32 +1,33 @@
 """The production shape as processes on this machine, for tests that break it on purpose.
 
-A dedicated PostgreSQL database (created and migrated here), a Redis server of its own on its
-own port (``--save "" --appendonly no``: a restart comes back empty), gunicorn with several
-workers, Celery workers (``--pool=solo``: SIGKILL kills the whole worker) and Celery beat, all
-on one SeaweedFS (``tests.support.seaweedfs``). Everything listens on 127.0.0.1 only.
+A dedicated PostgreSQL database (a copy of a migrated template: ``migrated_database``), a Redis
+server of its own on its own port (``--save "" --appendonly no``: a restart comes back empty),
+gunicorn with several workers, Celery workers (``--pool=solo``: SIGKILL kills the whole worker)
+and Celery beat, all on one SeaweedFS (``tests.support.seaweedfs``). Everything listens on
+127.0.0.1 only, and starts at once.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
-import redis
 import requests
 from psycopg import sql
 
+from tests.support.migrated_database import create_migrated_database
 from tests.support.processes import celery_worker_command, free_port
 from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
+from tests.support.service_processes import Process, RedisServer, child_pids, stop_all
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,88 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def tools_missing() -> list[str]:
     """Programs these tests need that this machine lacks."""
     return [name for name in ("redis-server",) if shutil.which(name) is None]
-
-
-class Process:
-    """One subprocess with its output appended to a log file; stopped or killed by its pid."""
-
-    def __init__(
-        self, name: str, argv: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT
-    ) -> None:
-        self.name = name
-        self.argv = argv
-        self.env = env
-        self.log = log
-        self.cwd = cwd  # the checkout by default; an installed service's runs outside it
-        self.popen: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
-
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.popen = subprocess.Popen(
-                self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup of any kind, as when a machine or container dies."""
-        if self.running():
-            assert self.popen is not None
-            self.popen.send_signal(signal.SIGKILL)
-            self.popen.wait(10)
-
-    def stop(self, timeout: float = 10) -> None:
-        if self.running():
-            assert self.popen is not None
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-class RedisServer(Process):
-    """A Redis of its own on a fixed port: a restart after ``kill`` comes back empty."""
-
-    def __init__(self, directory: Path) -> None:
-        self.port = free_port()
-        directory.mkdir(parents=True, exist_ok=True)
-        argv = [
-            "redis-server",
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(directory),
-        ]
-        super().__init__("redis", argv, dict(os.environ), directory / "redis.log")
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        super().start()
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                redis.Redis.from_url(self.url, socket_connect_timeout=1).ping()
-                return
-            except redis.RedisError:
-                if time.monotonic() > deadline or not self.running():
-                    raise
-                time.sleep(0.05)
 
 
 def production_settings(
@@ -175,15 +94,6 @@ def terminate_connections(server_url: str, name: str) -> int:
     return len(rows)
 
 
-def child_pids(pid: int) -> list[int]:
-    """The direct children of process ``pid`` (Linux)."""
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except FileNotFoundError:
-        return []
-    return [int(p) for p in text.split()]
-
-
 @dataclass
 class Production:
     """gunicorn (``web_workers``), ``celery_workers`` Celery workers and beat, on a database,
@@ -196,6 +106,13 @@ class Production:
     web_workers: int = 3
     celery_workers: int = 2
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Management commands run once the bucket exists, before the service answers (each a
+    # call_command's arguments): in the one Django process that makes the admin token.
+    commands: list[list[str]] = field(default_factory=list)
+    # More gunicorn processes, of one worker each, on ports of their own (the same database,
+    # broker and storage; ``more_web_urls``): a test sends requests to each web process by its
+    # URL.
+    other_web_servers: int = 0
     # How long gunicorn may take to answer at the start (a benchmark on a busy machine waits
     # longer than a test).
     start_timeout: float = 60
@@ -208,9 +125,13 @@ class Production:
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = ""
         self.web: Process | None = None
-        self.more_web: list[Process] = []  # another_web_server()
+        # other_web_servers: gunicorn processes of one worker, each on a port of its own.
+        self.more_web: list[Process] = []
+        self.more_web_urls: list[str] = []
         self.workers: list[Process] = []
         self.beat: Process | None = None
+        self.started_s3 = False
+        self.waiting: list[subprocess.Popen[str]] = []  # manage_later()
 
     @property
     def env(self) -> dict[str, str]:
@@ -243,16 +164,44 @@ class Production:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
         return done.stdout
 
+    def manage_later(self, *args: str, timeout: float = 600) -> Callable[[], str]:
+        """``manage.py args`` in a Django process started now that runs the command once the
+        function returned is called (which returns its standard output): the process's start,
+        seconds of CPU importing Django, overlaps what the caller does meanwhile. Killed at
+        ``stop`` if never called."""
+        script = (
+            "import sys, django; django.setup(); from django.core.management import call_command\n"
+            "sys.stdin.readline()\n"
+            f"call_command({', '.join(map(repr, args))})\n"
+        )
+        process = subprocess.Popen(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.waiting.append(process)
+
+        def run() -> str:
+            out, err = process.communicate("run\n", timeout=timeout)
+            if process.returncode != 0:
+                raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{out}{err}")
+            return out
+
+        return run
+
     def _log(self, name: str) -> Path:
         return self.directory / f"{name}.log"
 
-    def _prepare_database(self) -> None:
-        """Create and migrate the database and make the admin token, in one Django process."""
-        create_database(self.server_database_url, self.database_name)
-        script = (
-            "import django; django.setup(); from django.core.management import call_command; "
-            "call_command('migrate', interactive=False, verbosity=0); "
-            "call_command('bootstrap_admin')"
+    def _prepare(self) -> None:
+        """The admin token (``bootstrap_admin``), then ``commands``, in one Django process."""
+        script = "import django; django.setup(); from django.core.management import call_command\n"
+        script += "".join(
+            f"call_command({', '.join(map(repr, args))})\n"
+            for args in [["bootstrap_admin"], *self.commands]
         )
         done = subprocess.run(
             [sys.executable, "-c", script],
@@ -264,32 +213,24 @@ class Production:
             check=False,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"migrate failed:\n{done.stdout}{done.stderr}")
+            raise RuntimeError(f"preparing failed:\n{done.stdout}{done.stderr}")
 
     def start(self) -> None:
-        # The database is migrated while the S3 server and Redis start.
-        failures: list[BaseException] = []
-
-        def prepare() -> None:
-            try:
-                self._prepare_database()
-            except BaseException as error:
-                failures.append(error)
-
-        database = threading.Thread(target=prepare)
-        database.start()
-        try:
-            if self.s3.process is None or self.s3.process.poll() is not None:
-                self.s3.start()
-            self.s3.create_bucket(self.bucket)
-            self.redis.start()
-        finally:
-            database.join()
-        if failures:
-            raise failures[0]
-        self.token = (self.directory / "data" / "admin-token").read_text().strip()
+        """Every process is started at once and waited for after (each spends seconds of CPU
+        importing Django: one after another, the start took their sum). The database is a
+        copy of a migrated template (``tests.support.migrated_database``)."""
+        self.started_s3 = self.s3.process is None or self.s3.process.poll() is not None
+        if self.started_s3:
+            self.s3.launch()
+        self.redis.start()
+        create_migrated_database(self.server_database_url, self.database_name, self.env)
         self.web = self._gunicorn("gunicorn", self.port, self.web_workers)
         self.web.start()
+        for number in range(self.other_web_servers):
+            port = free_port()
+            self.more_web.append(self._gunicorn(f"gunicorn{number + 2}", port, 1))
+            self.more_web_urls.append(f"http://127.0.0.1:{port}")
+            self.more_web[-1].start()
         for number in range(self.celery_workers):
             worker = Process(
                 f"worker{number}",
@@ -316,6 +257,11 @@ class Production:
             self._log("beat"),
         )
         self.beat.start()
+        if self.started_s3:
+            self.s3.wait_ready()
+        self.s3.create_bucket(self.bucket)
+        self._prepare()
+        self.token = (self.directory / "data" / "admin-token").read_text().strip()
         self.wait_for_web(self.start_timeout)
 
     def _gunicorn(self, name: str, port: int, workers: int) -> Process:
@@ -337,50 +283,55 @@ class Production:
         ]
         return Process(name, argv, self.env, self._log(name))
 
-    def another_web_server(self) -> str:
-        """One more gunicorn, of one worker, on a port of its own (the same database, broker
-        and storage): its URL. A test sends requests to each web process by its URL."""
-        port = free_port()
-        web = self._gunicorn(f"gunicorn{len(self.more_web) + 2}", port, 1)
-        web.start()
-        self.more_web.append(web)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            if not web.running():
-                raise RuntimeError(f"gunicorn exited; see {web.log}")
-            with suppress(requests.RequestException):
-                if requests.get(url + "/api/info/", timeout=5).status_code == 200:
-                    return url
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"gunicorn at {url} did not answer within 60 s")
-            time.sleep(0.1)
-
     def wait_for_web(self, timeout: float = 60) -> None:
+        """Until gunicorn answers with all its workers up, and every other web server answers."""
         deadline = time.monotonic() + timeout
         assert self.web is not None
-        while True:
-            if not self.web.running():
-                raise RuntimeError(f"gunicorn exited; see {self._log('gunicorn')}")
-            with suppress(requests.RequestException):
-                answer = requests.get(self.url + "/api/info/", timeout=5)
-                if answer.status_code == 200 and len(self.web_worker_pids()) == self.web_workers:
-                    return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"gunicorn did not answer within {timeout:.0f} s")
-            time.sleep(0.1)
+        waiting = [
+            (self.web, self.url, self.web_workers),
+            *((web, url, 1) for web, url in zip(self.more_web, self.more_web_urls, strict=True)),
+        ]
+        for web, url, workers in waiting:
+            while True:
+                if not web.running():
+                    raise RuntimeError(f"gunicorn exited; see {web.log}")
+                with suppress(requests.RequestException):
+                    answer = requests.get(url + "/api/info/", timeout=5)
+                    if answer.status_code == 200 and len(child_pids(web.pid)) == workers:
+                        break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"gunicorn at {url} did not answer within {timeout:.0f} s")
+                time.sleep(0.1)
 
     def web_worker_pids(self) -> list[int]:
         assert self.web is not None
         return child_pids(self.web.pid)
 
     def stop(self) -> None:
-        for process in [self.beat, *self.workers, self.web, *self.more_web]:
-            if process is not None:
-                process.stop(timeout=3)
-        self.redis.stop()
-        with suppress(psycopg.Error):
-            drop_database(self.server_database_url, self.database_name)
+        """Every process stopped at once, the database dropped meanwhile, and SeaweedFS stopped
+        too if ``start`` started it (a caller's ``s3.stop()`` after is then a no-op)."""
+        processes = [self.beat, *self.workers, self.web, *self.more_web, self.redis]
+        for waiting in self.waiting:
+            if waiting.poll() is None:
+                waiting.kill()
+                waiting.wait()
+
+        def drop() -> None:
+            try:
+                drop_database(self.server_database_url, self.database_name)
+            except psycopg.Error:
+                # A process still stopping connected again meanwhile: once they have all gone.
+                for process in processes:
+                    if process is not None and process.popen is not None:
+                        with suppress(subprocess.TimeoutExpired):
+                            process.popen.wait(15)
+                with suppress(psycopg.Error):
+                    drop_database(self.server_database_url, self.database_name)
+
+        meanwhile = [threading.Thread(target=drop)]
+        if self.started_s3:
+            meanwhile.append(threading.Thread(target=self.s3.stop))
+        stop_all(processes, timeout=5, meanwhile=meanwhile)
 
     def logs_tail(self, lines: int = 40) -> str:
         """The last lines of every process's log, for a failure message."""
@@ -401,6 +352,8 @@ def production(
     web_workers: int = 3,
     celery_workers: int = 2,
     start_timeout: float = 60,
+    commands: list[list[str]] | None = None,
+    other_web_servers: int = 0,
     **env: str,
 ) -> Iterator[Production]:
     deployment = Production(
@@ -411,6 +364,8 @@ def production(
         web_workers=web_workers,
         celery_workers=celery_workers,
         extra_env=env,
+        commands=commands or [],
+        other_web_servers=other_web_servers,
         start_timeout=start_timeout,
     )
     try:

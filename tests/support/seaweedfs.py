@@ -84,6 +84,12 @@ class SeaweedS3:
         )
 
     def start(self, timeout: float = 60.0) -> None:
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (``wait_ready``): a caller starts other
+        things meanwhile."""
         self.directory.mkdir(parents=True, exist_ok=True)
         identities = self.directory / "identities.json"
         identities.write_text(
@@ -135,9 +141,8 @@ class SeaweedS3:
             start_new_session=True,
         )
         log.close()
-        self._wait_ready(timeout)
 
-    def _wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         client = self.client()
         probe = f"ready-{os.getpid()}-{time.monotonic_ns()}"
