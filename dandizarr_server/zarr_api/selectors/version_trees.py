@@ -237,7 +237,13 @@ class VersionTree:
                 if state.offset is not None:
                     return entry, _shard_range(state)
                 return entry, _loose(state.key, state.md5, state.size)
+            # No row: the draft's file is the version's, where the draft keeps it now.
+            member = member_location(self.archive, path)
             found = known
+            if found is None and member is not None:
+                # A packed file's row has its md5 and size, as its listing entry does (member
+                # rows change with the applied tree): no listing read, as for a draft's read.
+                found = (member.md5, member.length)
             if found is None:
                 listing = (
                     frozen.listings[parent]
@@ -246,8 +252,6 @@ class VersionTree:
                 )
                 file = listing.files.get(name) if listing is not None else None
                 found = (file.digest, file.size) if file is not None else None
-            # No row: the draft's file is the version's, where the draft keeps it now.
-            member = member_location(self.archive, path)
             if self._moved_past(frozen):
                 continue
             if found is None:
