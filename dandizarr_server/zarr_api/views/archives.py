@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,8 +20,9 @@ from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.parsers.archive_filters import parse_archive_filters
 from dandizarr_server.zarr_api.parsers.dandi import required_acl
-from dandizarr_server.zarr_api.parsers.pack_batch import parse_pack_batch
+from dandizarr_server.zarr_api.parsers.pack_batch import PackBatchBody, pack_batch_shards
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_upload_files
+from dandizarr_server.zarr_api.parsers.upload_body import UploadBodyParser
 from dandizarr_server.zarr_api.selectors.listings import archives_listed
 from dandizarr_server.zarr_api.selectors.lookups import (
     annotated_archive_get,
@@ -85,6 +87,9 @@ class ArchiveDetailView(APIView):
 
 
 class UploadView(APIView):
+    # A pack batch's body is read as a stream (parse_pack_batch), not json.loads'd whole.
+    parser_classes = [UploadBodyParser, FormParser, MultiPartParser]
+
     @extend_schema(responses={204: None, 404: None})
     def get(self, request: Request, zarr_id: str) -> Response:
         archive = archive_get(zarr_id, request.user)
@@ -102,8 +107,8 @@ class UploadView(APIView):
         archive = archive_for_write(zarr_id, request.user)
         # Before the body is read: a stranger's 100,000-member body is never parsed.
         require_writer(request.user, archive.dandiset)
-        if isinstance(request.data, dict):  # a pack batch (docs/sharded.md)
-            shards = parse_pack_batch(request.data)
+        if isinstance(request.data, PackBatchBody | dict):  # a pack batch (docs/sharded.md)
+            shards = pack_batch_shards(request.data)
             pack = pack_batch_start(user=request.user, archive=archive, shards=shards)
             return Response(
                 {

@@ -1,0 +1,146 @@
+"""A JSON request body read as a stream of parse events (ijson, its C backend) instead of one
+``json.loads``: a pack batch body of 100,000 members is read member by member, never held as
+Python objects all at once (docs/performance.md, "Service memory of a packed upload")."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, BinaryIO
+
+import ijson
+from ijson.common import ObjectBuilder
+from rest_framework.exceptions import ParseError
+
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
+
+# One parse event: ("start_map", None), ("map_key", "path"), ("string", "0/0"), ...
+Event = tuple[str, Any]
+OPENERS = frozenset(("start_map", "start_array"))
+_CLOSERS = frozenset(("end_map", "end_array"))
+
+# yajl turns an escaped lone surrogate into "?", or pairs it with the next \u escape whatever
+# that is, where json.loads keeps it (and the path checks refuse it). A token is an escaped
+# backslash (so that "\\ud800" is no escape), a valid pair, or a lone half (groups 1 and 2).
+_SURROGATE_ESCAPES = re.compile(
+    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"|(\\u[dD][89abAB][0-9a-fA-F]{2})|(\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
+# What yajl reads in place of a lone half: an escape as long, of U+FFFD.
+_REPLACEMENT = rb"\ufffd"
+# The longest token: a pair, 12 bytes, held back to be scanned with the next block; a high
+# half with fewer than 6 bytes after it may still be followed by its low half.
+_PAIR_BYTES = 12
+_HALF_BYTES = 6
+_BLOCK_BYTES = 64 * 1024
+
+
+class JsonBody:
+    """The body's bytes for ijson: ``head`` (already read to see what the body is) then the rest
+    of ``stream``. An escaped lone surrogate is handed to yajl as U+FFFD and noted in
+    ``lone_surrogate``: the body is refused once it has been read as JSON (a body that is not
+    JSON is a parse error first, as with json.loads)."""
+
+    def __init__(self, head: bytes, stream: BinaryIO) -> None:
+        self._head = head
+        self._stream = stream
+        self._pending = b""  # the end of the last block, scanned again with the next
+        self._ended = False
+        self.lone_surrogate = ""  # the first escaped lone surrogate, if any
+
+    def read(self, size: int = -1) -> bytes:
+        while size != 0 and not self._ended:
+            if self._head:
+                block, self._head = self._head, b""
+            else:
+                block = self._stream.read(size if size > 0 else _BLOCK_BYTES)
+            self._ended = not block
+            if passed := self._scanned(block):
+                return passed
+        return b""
+
+    def lone_surrogate_refusal(self) -> None:
+        if self.lone_surrogate:
+            raise ValidationFailed(
+                f"invalid body: the escape {self.lone_surrogate} is a lone surrogate; "
+                "strings must be valid UTF-8"
+            )
+
+    def _scanned(self, block: bytes) -> bytes:
+        """What of the body so far can go to yajl: all but a tail that the next block may
+        change the meaning of, lone surrogates replaced."""
+        text = self._pending + block
+        if b"\\" not in text:  # no escape at all (a client's usual body): nothing to scan
+            self._pending = b""
+            return text
+        final = self._ended
+        keep = len(text) if final else max(0, len(text) - _PAIR_BYTES)
+        pieces: list[bytes] = []
+        done = 0
+        for token in _SURROGATE_ESCAPES.finditer(text):
+            if not final and token.group(1) and token.end() + _HALF_BYTES > len(text):
+                keep = token.start()  # its low half may be in the next block
+                break
+            lone = token.group(1) or token.group(2)
+            if lone:
+                self.lone_surrogate = self.lone_surrogate or lone.decode()
+                pieces += [text[done : token.start()], _REPLACEMENT]
+                done = token.end()
+            keep = max(keep, token.end())
+        keep = max(min(keep, len(text)), done)
+        pieces.append(text[done:keep])
+        self._pending = text[keep:]
+        return b"".join(pieces)
+
+
+@contextmanager
+def json_parse_errors() -> Iterator[None]:
+    """ijson's errors as DRF's ParseError: the 400 ``parse_error`` json.loads's give."""
+    try:
+        yield
+    except ijson.JSONError as exc:
+        message = exc.args[0] if exc.args else ""
+        if isinstance(message, bytes):
+            message = message.decode("utf-8", "replace")
+        raise ParseError(f"JSON parse error - {str(message).splitlines()[0]}") from None
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"JSON parse error - {exc}") from None
+
+
+def json_events(body: JsonBody) -> Iterator[Event]:
+    """The body's parse events; numbers as json.loads makes them (int, or float)."""
+    return ijson.basic_parse(body, use_float=True)
+
+
+def value_of(events: Iterator[Event], event: str, value: Any) -> Any:
+    """The whole value starting with (``event``, ``value``): a scalar, or the container built
+    from the events up to its end."""
+    if event not in OPENERS:
+        return value
+    builder = ObjectBuilder()
+    builder.event(event, value)
+    depth = 1
+    for event, value in events:
+        builder.event(event, value)
+        if event in OPENERS:
+            depth += 1
+        elif event in _CLOSERS:
+            depth -= 1
+            if depth == 0:
+                break
+    return builder.value
+
+
+def skip_value(events: Iterator[Event], event: str) -> None:
+    """Read past the value starting with ``event`` without building it."""
+    if event not in OPENERS:
+        return
+    depth = 1
+    for event, _ in events:
+        if event in OPENERS:
+            depth += 1
+        elif event in _CLOSERS:
+            depth -= 1
+            if depth == 0:
+                return
