@@ -113,6 +113,22 @@ def json_events(body: JsonBody) -> Iterator[Event]:
     return ijson.basic_parse(body, use_float=True)
 
 
+def _inside(events: Iterator[Event], event: str) -> Iterator[Event]:
+    """The events of the container opened by ``event``, up to and with its closing one (none
+    for a scalar): the depth walk ``value_of`` and ``skip_value`` share."""
+    if event not in OPENERS:
+        return
+    depth = 1
+    for event, value in events:
+        yield event, value
+        if event in OPENERS:
+            depth += 1
+        elif event in _CLOSERS:
+            depth -= 1
+            if depth == 0:
+                return
+
+
 def value_of(events: Iterator[Event], event: str, value: Any) -> Any:
     """The whole value starting with (``event``, ``value``): a scalar, or the container built
     from the events up to its end."""
@@ -120,27 +136,12 @@ def value_of(events: Iterator[Event], event: str, value: Any) -> Any:
         return value
     builder = ObjectBuilder()
     builder.event(event, value)
-    depth = 1
-    for event, value in events:
-        builder.event(event, value)
-        if event in OPENERS:
-            depth += 1
-        elif event in _CLOSERS:
-            depth -= 1
-            if depth == 0:
-                break
+    for inner in _inside(events, event):
+        builder.event(*inner)
     return builder.value
 
 
 def skip_value(events: Iterator[Event], event: str) -> None:
     """Read past the value starting with ``event`` without building it."""
-    if event not in OPENERS:
-        return
-    depth = 1
-    for event, _ in events:
-        if event in OPENERS:
-            depth += 1
-        elif event in _CLOSERS:
-            depth -= 1
-            if depth == 0:
-                return
+    for _ in _inside(events, event):
+        pass
