@@ -46,13 +46,15 @@ class UploadBodyParser(BaseParser):
             if isinstance(data, dict):
                 return parse_pack_batch(JsonBody(json.dumps(data).encode(), io.BytesIO()))
             return data
-        head = stream.read(_HEAD_BYTES)
-        while head and not head.lstrip(_JSON_WHITESPACE):
+        # Leading whitespace is dropped a block at a time, never gathered: a body of 32 MiB of
+        # blanks would otherwise be copied over and over as it grew.
+        head = stream.read(_HEAD_BYTES).lstrip(_JSON_WHITESPACE)
+        while not head:
             more = stream.read(_HEAD_BYTES)
             if not more:
                 break
-            head += more
-        if head.lstrip(_JSON_WHITESPACE).startswith(b"{"):
+            head = more.lstrip(_JSON_WHITESPACE)
+        if head.startswith(b"{"):
             return parse_pack_batch(JsonBody(head, stream))
         whole = io.BytesIO(head + stream.read())
         return SafeJSONParser().parse(whole, media_type, parser_context)
