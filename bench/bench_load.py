@@ -29,7 +29,8 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from bench.load.run import LoadConfig, PhaseReport, stack
+from bench.load.figures import LoadConfig, PhaseReport
+from bench.load.run import stack
 from tests.support.production import tools_missing
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

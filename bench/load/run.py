@@ -10,28 +10,26 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg
 import requests
 
+from bench.load.cpu import CpuSampler, where_the_time_goes
+from bench.load.figures import Checks, LoadConfig, PhaseReport, load_average, read_stats
 from bench.load.plan import Plan, ReadTarget, UploaderPlan
 from bench.load.sources import ArraySource
-from bench.s3_env import busy_cpu_seconds, cpu_seconds, tool
+from bench.s3_env import busy_cpu_seconds, tool
 from dandizarr.client import DandizarrClient
-from tests.support.production import Production, child_pids
+from tests.support.production import Production
 from tests.support.seaweedfs import SeaweedS3
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,134 +37,6 @@ LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 # Longest the checks wait for every archive's checksum after a run (a killed worker's tree
 # update is requeued by beat: DANDIZARR_STALLED_UPDATE_SECONDS + DANDIZARR_RESUME_INTERVAL_SECONDS).
 DRAIN_SECONDS = 300.0
-
-
-@dataclass
-class LoadConfig:
-    seconds: int
-    uploaders: int
-    readers: int
-    # Each reader's requests per second; 0: as fast as the service answers.
-    reader_rate: float = 1.0
-    owners: int = 4
-    web_workers: int = 2
-    celery_workers: int = 2
-    seed: int = 39
-    # Each seeded archive's chunks (published once, then grown as a draft by a quarter).
-    seed_files: int = 512
-
-
-@dataclass
-class Row:
-    """One route class's figures, as Locust's stats give them."""
-
-    type: str
-    name: str
-    requests: int
-    failures: int
-    p50_ms: float
-    p99_ms: float
-    per_second: float
-
-
-@dataclass
-class PhaseReport:
-    """One Locust run: the table, the failures by kind, the kills made, the CPU by process."""
-
-    label: str
-    config: LoadConfig
-    rows: list[Row]
-    failures: Counter[str]
-    kills: list[str]
-    cpu: dict[str, float]  # CPU seconds by process group
-    wall: float
-    machine_busy: float
-    load_before: str
-    load_after: str
-    uploads: int = 0
-    uploads_failed: int = 0
-    profile: str = ""
-
-    def count(self, kind: str) -> int:
-        """Failures whose message starts with ``kind`` (``HTTP 5``, ``timeout``, ``connection``)."""
-        return sum(n for message, n in self.failures.items() if message.startswith(kind))
-
-    def row(self, name: str) -> Row | None:
-        return next((r for r in self.rows if r.name == name), None)
-
-    def reader_p99(self) -> float:
-        """The p99 of every read together."""
-        row = self.row("read: all reads")
-        return row.p99_ms if row else 0.0
-
-    def worst_reader_p99(self) -> float:
-        """The largest p99 of the readers' route classes."""
-        return max((r.p99_ms for r in self.rows if r.name.startswith("read: ")), default=0.0)
-
-    def reader_rate(self) -> float:
-        row = self.row("read: all reads")
-        return row.per_second if row else 0.0
-
-    def table(self) -> str:
-        lines = [
-            f"{'route class':<58} {'requests':>8} {'fail':>5} {'p50 ms':>7} {'p99 ms':>7} "
-            f"{'req/s':>7}"
-        ]
-        ordered = sorted(
-            self.rows, key=lambda r: (r.name == "Aggregated", ": all " in r.name, r.name)
-        )
-        for row in ordered:
-            name = row.name if row.name != "Aggregated" else "everything (Locust's aggregate)"
-            lines.append(
-                f"{name[:58]:<58} {row.requests:>8} {row.failures:>5} {row.p50_ms:>7.0f} "
-                f"{row.p99_ms:>7.0f} {row.per_second:>7.1f}"
-            )
-        return "\n".join(lines)
-
-    def summary(self) -> str:
-        cores = os.cpu_count() or 1
-        cpu = ", ".join(
-            f"{name} {seconds / self.wall:.2f}"
-            for name, seconds in sorted(self.cpu.items(), key=lambda item: -item[1])
-        )
-        failures = "; ".join(f"{n} x {m[:160]}" for m, n in self.failures.most_common(8))
-        return "\n".join(
-            [
-                f"{self.label}: {self.config.uploaders} uploaders, {self.config.readers} readers "
-                f"at {self.config.reader_rate or 'unpaced'} req/s each, {self.config.seconds} s "
-                f"({self.wall:.0f} s with the uploads' ends)",
-                f"  uploads: {self.uploads} ({self.uploads_failed} failed); 5xx "
-                f"{self.count('HTTP 5')}, timeouts {self.count('timeout')}, connection errors "
-                f"{self.count('connection')}",
-                f"  failures: {failures or 'none'}",
-                f"  kills: {'; '.join(self.kills) or 'none'}",
-                f"  cores busy: machine {self.machine_busy / self.wall:.2f} of {cores}; {cpu}",
-                f"  load average before: {self.load_before}; after: {self.load_after}",
-                *([self.profile] if self.profile else []),
-            ]
-        )
-
-
-@dataclass
-class Checks:
-    """After the runs: each uploader's archive against its client's checksum, and the audit."""
-
-    archives: int = 0
-    mismatched: list[str] = field(default_factory=list)
-    audit: str = ""
-    audit_clean: bool = False
-
-    def describe(self) -> str:
-        return (
-            f"checksums: {self.archives - len(self.mismatched)} of {self.archives} archives equal "
-            f"their client's ({'; '.join(self.mismatched) or 'no mismatch'}); audit_zarr: "
-            f"{'no drift' if self.audit_clean else 'DRIFT or skipped archives:'}"
-            + ("" if self.audit_clean else "\n" + self.audit)
-        )
-
-
-def load_average() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 class Stack:
@@ -325,7 +195,7 @@ class Stack:
         started = time.monotonic()
         with open(out / "locust.log", "wb") as log:
             locust = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-            sampler = _CpuSampler(self, locust.pid)
+            sampler = CpuSampler(self, locust.pid)
             sampler.start()
             kills: list[str] = []
             profiled: list[str] = []
@@ -352,7 +222,7 @@ class Stack:
                     profiler.join(300)
         wall = time.monotonic() - started
         machine_busy = busy_cpu_seconds() - busy
-        rows, failures = _read_stats(out / "stats.json")
+        rows, failures = read_stats(out / "stats.json")
         uploads = [json.loads(line) for line in _lines(self.results)[len(results_before) :]]
         if not rows:
             raise RuntimeError(f"Locust wrote no stats; see {out / 'locust.log'}")
@@ -437,127 +307,6 @@ class Stack:
 
 def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
-
-
-# Locust's failures name the exception by its repr: RuntimeError('HTTP 503').
-_EXCEPTION_REPR = re.compile(r"^\w+\((['\"])(.*)\1\)$", re.DOTALL)
-
-
-def _read_stats(path: Path) -> tuple[list[Row], Counter[str]]:
-    """The rows and failures ``bench.load.locustfile`` wrote once Locust stopped."""
-    if not path.exists():
-        return [], Counter()
-    stats = json.loads(path.read_text())
-    rows = [Row(**row) for row in stats["rows"]]
-    failures: Counter[str] = Counter()
-    for error in stats["errors"]:
-        message = _EXCEPTION_REPR.sub(r"\2", error["error"])
-        failures[f"{message} [{error['name']}]"] += int(error["occurrences"])
-    return rows, failures
-
-
-def where_the_time_goes(raw: Path, what: str, top: int = 12) -> str:
-    """py-spy's raw samples (one ``frame;frame;... count`` line per stack) summed: the functions
-    the samples were in (self), and the project's functions they were under (inclusive)."""
-    own: Counter[str] = Counter()
-    under: Counter[str] = Counter()
-    total = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        samples = int(count)
-        total += samples
-        frames = [f.strip() for f in stack.split(";")]
-        own[_frame(frames[-1])] += samples
-        for name in {_frame(f) for f in frames if "dandizarr" in f}:
-            under[name] += samples
-    if not total:
-        return f"  py-spy, {what}: no samples"
-    lines = [f"  py-spy, {what}: {total} samples of running threads; self:"]
-    lines += [f"    {n / total:6.1%} {name}" for name, n in own.most_common(top)]
-    lines.append("  under the project's functions (inclusive):")
-    lines += [f"    {n / total:6.1%} {name}" for name, n in under.most_common(top)]
-    return "\n".join(lines)
-
-
-def _frame(frame: str) -> str:
-    """``function (path/to/module.py:12)`` as ``function (module.py)``."""
-    name, _, where = frame.partition(" (")
-    return f"{name} ({where.rsplit('/', 1)[-1].split(':', 1)[0]})" if where else name
-
-
-class _CpuSampler(threading.Thread):
-    """Every 2 s, the CPU seconds of each process of the stack, by group; a process's share is
-    its last sample less its first (a process started meanwhile from 0), so processes killed or
-    started during the run count up to their last sample."""
-
-    def __init__(self, stack: Stack, locust_pid: int) -> None:
-        super().__init__(daemon=True)
-        self.stack = stack
-        self.locust_pid = locust_pid
-        self.first: dict[int, float] = {}
-        self.last: dict[int, float] = {}
-        self.group: dict[int, str] = {}
-        self.stopping = threading.Event()
-        self.started_pids = set(self._pids())
-        self._sample()
-
-    def _pids(self) -> dict[int, str]:
-        deployment = self.stack.deployment
-        groups: dict[int, str] = {}
-        if deployment.web is not None and deployment.web.running():
-            groups[deployment.web.pid] = "gunicorn master"
-            for pid in child_pids(deployment.web.pid):
-                groups[pid] = "gunicorn workers"
-        for worker in deployment.workers:
-            if worker.running():
-                groups[worker.pid] = "Celery workers"
-        if deployment.beat is not None and deployment.beat.running():
-            groups[deployment.beat.pid] = "Celery beat"
-        if deployment.redis.running():
-            groups[deployment.redis.pid] = "redis"
-        if self.stack.s3.process is not None:
-            groups[self.stack.s3.process.pid] = "SeaweedFS"
-            for pid in child_pids(self.stack.s3.process.pid):
-                groups[pid] = "SeaweedFS"
-        groups[self.locust_pid] = "Locust (readers)"
-        for pid in child_pids(self.locust_pid):
-            groups[pid] = "uploader clients"
-        try:
-            with psycopg.connect(deployment.server_database_url, autocommit=True) as conn:
-                rows = conn.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE datname = %s",
-                    (deployment.database_name,),
-                ).fetchall()
-            for (pid,) in rows:
-                groups[pid] = "PostgreSQL backends"
-        except psycopg.Error:
-            pass
-        return groups
-
-    def _sample(self) -> None:
-        for pid, group in self._pids().items():
-            seconds = cpu_seconds([pid])
-            if seconds == 0.0 and pid not in self.last:
-                continue
-            self.group[pid] = group
-            self.first.setdefault(pid, seconds if pid in self.started_pids else 0.0)
-            self.last[pid] = max(seconds, self.last.get(pid, 0.0))
-
-    def run(self) -> None:
-        while not self.stopping.wait(2.0):
-            self._sample()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(10)
-
-    def totals(self) -> dict[str, float]:
-        totals: Counter[str] = Counter()
-        for pid, group in self.group.items():
-            totals[group] += self.last[pid] - self.first[pid]
-        return dict(totals)
 
 
 @contextmanager

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.load.run import LoadConfig, stack
+from bench.load.figures import LoadConfig
+from bench.load.run import stack
 from tests.support.processes import Processes
 from tests.support.production import tools_missing
 
