@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import uuid
@@ -49,6 +50,11 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{PARAM_FIXTURE}(name): the fixture a parametrized fixture's param sets up "
         "(tests/support/fixture_params.py)",
     )
+    # Tests hash passwords with MD5, not PBKDF2's ~1,000,000 rounds (a quarter second each): no
+    # test is about the hasher, and the login-limit tests hash at every attempt.
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # pytest-xdist's, named here too: a run with -p no:xdist still collects the groups' tests.
     config.addinivalue_line("markers", "xdist_group(name): tests one xdist worker runs in turn")
 
@@ -183,6 +189,10 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     """moto's S3 in server mode on a free port; yields its endpoint URL."""
+    # werkzeug's server logs a line per request at INFO, formatted and written for nothing: a
+    # tenth of moto's CPU in the object store's tests (docs/testing.md, make test-fast's CPU).
+    # Its warnings and errors still show.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
