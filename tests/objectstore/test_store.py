@@ -20,6 +20,7 @@ from dandizarr.objectstore.local import LocalObjectStore
 from dandizarr.objectstore.s3 import S3ObjectStore
 from dandizarr.sharding.store import ObjectStoreKV, VersionMismatch
 from tests.support.api import put_key_for
+from tests.support.moto_objects import put_objects
 
 DIGITS = b"0123456789"
 
@@ -171,10 +172,10 @@ def test_head_many(store: ObjectStore) -> None:
     assert store.head_many([]) == {}
 
 
-def test_head_many_agrees_with_head_wherever_keys_lie(store: ObjectStore) -> None:
+def test_head_many_agrees_with_head_wherever_keys_lie(store: ObjectStore, moto_server: str) -> None:
     """Listing-based lookups give exactly what one HEAD per key gives: keys among many foreign
     ones, in other directories, before and after everything stored, duplicated, non-ASCII."""
-    store.put_many({f"hm/d/{i:05d}": b"x" * (i % 7) for i in range(0, 3000, 3)})
+    put_objects(store, {f"hm/d/{i:05d}": b"x" * (i % 7) for i in range(0, 3000, 3)}, moto_server)
     for key in ["hm/a", "hm/d\u00e9/1", "hm/z/\U0001f600", "hm/\ue000"]:
         store.put(key, key.encode())
     wanted = [f"hm/d/{i:05d}" for i in range(0, 3000, 50)] + [f"hm/d/{i:05d}" for i in (1, 2, 2999)]
@@ -186,9 +187,11 @@ def test_head_many_agrees_with_head_wherever_keys_lie(store: ObjectStore) -> Non
     assert result["hm/d/00150"] is not None and result["hm/d/00001"] is None
 
 
-def test_s3_head_many_lists_a_contiguous_batch_in_one_request(s3_store: S3ObjectStore) -> None:
+def test_s3_head_many_lists_a_contiguous_batch_in_one_request(
+    s3_store: S3ObjectStore, moto_server: str
+) -> None:
     keys = [f"batch/{i:04d}" for i in range(500)]
-    s3_store.put_many({key: key.encode() for key in keys[:450]})
+    put_objects(s3_store, {key: key.encode() for key in keys[:450]}, moto_server)
     calls: list[str] = []
     s3_store.client.meta.events.register(
         "before-call.s3.*", lambda model, **_: calls.append(model.name)
@@ -203,9 +206,11 @@ def test_s3_head_many_lists_a_contiguous_batch_in_one_request(s3_store: S3Object
     assert result["batch/0449"] == ObjectInfo("batch/0449", 10, md5(b"batch/0449"))
 
 
-def test_s3_head_many_lists_a_large_batch_in_ranges_at_once(s3_store: S3ObjectStore) -> None:
+def test_s3_head_many_lists_a_large_batch_in_ranges_at_once(
+    s3_store: S3ObjectStore, moto_server: str
+) -> None:
     keys = [f"big/{i:05d}" for i in range(2 * LISTED_PER_RANGE + 10)]
-    s3_store.put_many({key: key.encode() for key in keys[:-5]})
+    put_objects(s3_store, {key: key.encode() for key in keys[:-5]}, moto_server)
     calls: list[str] = []
     s3_store.client.meta.events.register(
         "before-call.s3.*", lambda model, **_: calls.append(model.name)
@@ -217,9 +222,9 @@ def test_s3_head_many_lists_a_large_batch_in_ranges_at_once(s3_store: S3ObjectSt
                       for i, key in enumerate(keys)}  # fmt: skip
 
 
-def test_delete_many_more_than_one_batch(store: ObjectStore) -> None:
+def test_delete_many_more_than_one_batch(store: ObjectStore, moto_server: str) -> None:
     keys = [f"del/{i:05d}" for i in range(DELETE_BATCH_SIZE + 7)]
-    store.put_many(dict.fromkeys(keys, b"x"))
+    put_objects(store, dict.fromkeys(keys, b"x"), moto_server)
     store.put("keep/this", b"y")
     batches: list[int] = []
     if isinstance(store, S3ObjectStore):
