@@ -1,8 +1,10 @@
 """The service installed as production installs it (issue #38): the wheel built from the
-sources the Dockerfile copies, installed with the ``server`` extra into a fresh venv, and run
-from a directory outside the checkout, with ``dandizarr serve`` and with the production
-gunicorn command (DEBUG off, PostgreSQL, SeaweedFS). The installed client uploads a Zarr, and
-every page, its static files, the API docs, the admin's login and Neuroglancer answer.
+sources the Dockerfile copies, installed by pip into a fresh venv that holds only what it
+declares for the ``server,storage`` extras (linked from the suite's venv:
+``tests.support.linked_venv``), and run from a directory outside the checkout, with ``dandizarr
+serve`` and with the production gunicorn command (DEBUG off, PostgreSQL, SeaweedFS). The
+installed client uploads a Zarr, and every page, its static files, the API docs, the admin's
+login and Neuroglancer answer.
 
 The editable ``.venv`` every other test runs from reads templates and static files from the
 checkout; a wheel without them served its pages 500 and their CSS 404."""
@@ -23,8 +25,8 @@ from tests.support.production import production_settings
 from tests.support.seaweedfs import SeaweedS3
 from tests.support.wheel_install import ROOT, Installed, run
 
-# One test, one venv: pip's install of the server extra takes one to four minutes on a busy
-# machine, and a module-scoped venv would be built again by each xdist worker running a test.
+# One test, one install (made once per version of the sources and of the suite's venv, shared
+# with the compose test): a module-scoped venv would be made again by each xdist worker.
 
 # A small Zarr v3 array, written by the zarr-python the server extra installs.
 MAKE_ZARR = (

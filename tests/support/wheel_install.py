@@ -22,9 +22,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.linked_venv import SITE_PACKAGES, linked_install
+
 ROOT = Path(__file__).resolve().parents[2]
 # What the Dockerfile copies into its build stage: the wheel is built from these alone.
 SOURCES = ("pyproject.toml", "README.md", "dandizarr", "dandizarr_server")
+# The extras the image installs (the Dockerfile's pip install).
+EXTRAS = frozenset({"server", "storage"})
 # pip's words when an index is out of reach (no network, no proxy): a skip, not a failure.
 _UNREACHABLE = re.compile(
     r"Failed to establish a new connection|Temporary failure in name resolution|"
@@ -153,9 +157,11 @@ def sources_digest() -> str:
 def server_installed_once() -> Installed:
     """The wheel of the sources as they are, installed with the extras the image installs
     (``server,storage``), once for every test and pytest process that asks (a lock and a
-    marker in a directory named by the sources' digest): the wheel-install test and the
-    compose test run the same install, as the image does."""
-    home = Path(tempfile.gettempdir()) / "dandizarr-test-installs" / sources_digest()
+    marker in a directory named by the digest of the sources and of the running venv's
+    distributions): the wheel-install test and the compose test run the same install, as the
+    image does. The wheel is installed by pip; its dependencies are linked from the running
+    venv (``tests.support.linked_venv``), or installed by pip when it lacks one."""
+    home = Path(tempfile.gettempdir()) / "dandizarr-test-installs" / install_digest()
     home.mkdir(parents=True, exist_ok=True)
     installed = Installed(home / "venv")
     with open(home / "lock", "w") as lock:
@@ -163,6 +169,16 @@ def server_installed_once() -> Installed:
         if not (home / "installed").exists():
             shutil.rmtree(home / "build", ignore_errors=True)
             wheel = build_wheel(home / "build")
-            install(f"{wheel}[server,storage]", installed.venv)
+            if not linked_install(wheel, EXTRAS, installed.venv, outside_env()):
+                install(f"{wheel}[{','.join(sorted(EXTRAS))}]", installed.venv)
             (home / "installed").write_text(str(wheel))
     return installed
+
+
+def install_digest() -> str:
+    """The sources' digest and the running venv's distributions (the names of its
+    ``*.dist-info`` directories carry their versions): the linked install depends on both."""
+    digest = hashlib.sha256(sources_digest().encode() + sys.executable.encode())
+    for name in sorted(e for e in os.listdir(SITE_PACKAGES) if e.endswith(".dist-info")):
+        digest.update(name.encode() + b"\n")
+    return digest.hexdigest()[:16]
