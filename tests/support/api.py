@@ -22,6 +22,7 @@ from dandizarr_server.zarr_api.domain.keys import file_key, files_prefix
 from dandizarr_server.zarr_api.models import Asset, Batch, BatchFile, Dandiset, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.reconciliation import due_batches_reconcile
+from tests.support.moto_objects import put_to_upload_url
 
 SAMPLE_FILES = {
     ".zgroup": b'{"zarr_format": 2}',
@@ -63,9 +64,19 @@ def put(url: str, body: bytes) -> requests.Response:
 
 
 def upload(
-    client: APIClient, zarr_id: str, files: dict[str, bytes], *, complete: bool = True
+    client: APIClient,
+    zarr_id: str,
+    files: dict[str, bytes],
+    *,
+    complete: bool = True,
+    into_moto: bool = False,
 ) -> Any:
-    """Start a batch, PUT every file for real, and complete it; returns the complete response."""
+    """Start a batch, PUT every file for real, and complete it; returns the complete response.
+
+    ``into_moto``: the bytes go straight into moto's S3 model where the upload URL is of this
+    process' moto server (tests/support/moto_objects.py), not PUT over HTTP; the batch, its
+    URLs and the completion are the service's all the same.
+    """
     response = client.post(
         f"/api/zarr/{zarr_id}/upload/",
         [{"path": p, "etag": md5(b)} for p, b in files.items()],
@@ -73,7 +84,10 @@ def upload(
     )
     assert response.status_code == 200, response.content
     for target in response.json():
-        assert put(target["upload_url"], files[target["path"]]).status_code == 200
+        url, body = target["upload_url"], files[target["path"]]
+        if into_moto and put_to_upload_url(url, body):
+            continue
+        assert put(url, body).status_code == 200
     if not complete:
         return response
     return client.post(f"/api/zarr/{zarr_id}/upload/complete/")

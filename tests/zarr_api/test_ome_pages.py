@@ -1,6 +1,6 @@
 """OME-Zarr on the archive page and at /api/zarr/{id}/ome/: an NGFF 0.4 image written by
 ome-zarr (loose) and an NGFF 0.5 sharded image written by zarr-python 3 (packed archive),
-uploaded for real (moto's S3 over HTTP)."""
+uploaded through the service onto moto's S3 (tests/support/pages.py ``create``)."""
 
 from __future__ import annotations
 

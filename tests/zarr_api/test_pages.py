@@ -1,6 +1,7 @@
 """The pages for people: home, archive, tree browser, batch history, arrays and previews.
 
-Archives are uploaded for real (moto's S3 over HTTP); arrays are written by zarr-python."""
+Archives are uploaded through the service onto moto's S3 (the bytes put into moto's model:
+tests/support/pages.py ``create``); arrays are written by zarr-python."""
 
 from __future__ import annotations
 
