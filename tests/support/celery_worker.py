@@ -21,7 +21,7 @@ import redis
 from django.db import connection
 
 from dandizarr_server.celery import app
-from tests.support.processes import celery_worker_command
+from tests.support.processes import CELERY_TEST_ENV, celery_worker_command
 
 REDIS_URL = os.environ.get("DANDIZARR_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +99,7 @@ def tasks_to_worker(settings: Any) -> Iterator[dict[str, str]]:
             database["NAME"],
         ),
         "CELERY_BROKER_URL": REDIS_URL,
+        **CELERY_TEST_ENV,
         "DANDIZARR_CELERY_QUEUE": QUEUE,
         "DANDIZARR_CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT_SECONDS),
         "DANDIZARR_STORAGE": "s3",

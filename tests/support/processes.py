@@ -77,6 +77,13 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
         process.kill()
 
 
+# The environment of the Celery processes tests start (workers and beat): without Django's
+# system checks, which Celery's Django fix-up runs at each start (about 1 CPU-s: every URL module
+# imported; a fault test restarts its workers every few seconds). `make lint` runs the checks
+# (makemigrations --check), and no code of the service runs in them. Production keeps them.
+CELERY_TEST_ENV = {"CELERY_SKIP_CHECKS": "1"}
+
+
 def celery_worker_command(*extra: str, loglevel: str = "INFO") -> list[str]:
     """A Celery worker of the project, one task at a time (``--pool=solo``), without the
     cluster chatter (heartbeats, gossip, mingle) that only slows a test's start."""

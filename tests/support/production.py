@@ -25,7 +25,7 @@ import requests
 from psycopg import sql
 
 from tests.support.migrated_database import create_migrated_database
-from tests.support.processes import celery_worker_command, free_port
+from tests.support.processes import CELERY_TEST_ENV, celery_worker_command, free_port
 from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
 from tests.support.service_processes import Process, RedisServer, child_pids, stop_all
 
@@ -139,6 +139,7 @@ class Production:
             **{k: v for k, v in os.environ.items() if not k.startswith(("DANDIZARR_", "CELERY_"))},
             "DJANGO_SETTINGS_MODULE": "dandizarr_server.settings",
             "CELERY_BROKER_URL": self.redis.url,
+            **CELERY_TEST_ENV,
             **production_settings(
                 url=self.url,
                 database_url=database_url_named(self.server_database_url, self.database_name),
