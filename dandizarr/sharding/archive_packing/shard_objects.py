@@ -170,24 +170,25 @@ def member_problems(
 
 
 def verify_members(
-    blocks: Iterable[bytes], members: Sequence[MemberRecord]
+    blocks: Iterable[bytes], members: Iterable[MemberRecord], *, ordered: bool = False
 ) -> list[dict[str, str]]:
     """Stream over a whole object once, checking each member's md5 as its bytes pass.
 
     ``blocks`` are consecutive pieces of the object, of any sizes. Members must not overlap
-    (``member_problems`` first). Returns ``{"path", "expected", "actual"}`` per mismatch;
+    (``member_problems`` first); ``ordered``: they come sorted by offset and length already,
+    and are read as they are needed instead of sorted into a list (a shard's 100,000 members
+    streamed from the database). Returns ``{"path", "expected", "actual"}`` per mismatch;
     ``actual`` is ``""`` when the object ended before the member's range did.
     """
-    pending = sorted(members, key=lambda m: (m.offset, m.length))
+    pending = iter(members if ordered else sorted(members, key=lambda m: (m.offset, m.length)))
     mismatches: list[dict[str, str]] = []
-    hashers: dict[int, Any] = {}
-    next_member = 0
+    # Members do not overlap: at most one (the one a block ends inside) is hashed at a time.
+    hasher: Any = None
+    member = next(pending, None)
     position = 0
 
-    def finish(i: int) -> None:
-        member = pending[i]
-        digest = hashers.pop(i, None) or hashlib.md5(usedforsecurity=False)
-        actual = digest.hexdigest()
+    def finish(member: MemberRecord) -> None:
+        actual = (hasher or hashlib.md5(usedforsecurity=False)).hexdigest()
         if actual != member.md5.lower():
             mismatches.append({"path": member.path, "expected": member.md5, "actual": actual})
 
@@ -195,27 +196,25 @@ def verify_members(
         view = memoryview(block).cast("B")
         start, end = position, position + len(view)
         position = end
-        i = next_member
-        while i < len(pending):
-            member = pending[i]
+        while member is not None:
             member_end = member.offset + member.length
             if member.offset > end or (member.offset == end and member.length > 0):
                 break
             lo, hi = max(member.offset, start), min(member_end, end)
             if hi > lo:
-                if i not in hashers:
-                    hashers[i] = hashlib.md5(usedforsecurity=False)
-                hashers[i].update(view[lo - start : hi - start])
+                if hasher is None:
+                    hasher = hashlib.md5(usedforsecurity=False)
+                hasher.update(view[lo - start : hi - start])
             if member_end > end:
                 break  # continues in the next block; later members start after it
-            finish(i)
-            i += 1
-        next_member = i
-    for i in range(next_member, len(pending)):
-        member = pending[i]
+            finish(member)
+            hasher = None
+            member = next(pending, None)
+    while member is not None:
         if member.offset + member.length <= position:
-            finish(i)
+            finish(member)
         else:
-            hashers.pop(i, None)
             mismatches.append({"path": member.path, "expected": member.md5, "actual": ""})
+        hasher = None
+        member = next(pending, None)
     return mismatches

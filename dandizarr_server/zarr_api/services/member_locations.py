@@ -13,7 +13,7 @@ from django.db.models import F
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
-from dandizarr_server.zarr_api.services.bulk_rows import rows_insert
+from dandizarr_server.zarr_api.services.bulk_rows import members_from_batch_files
 
 
 @dataclass
@@ -41,17 +41,19 @@ def locations_apply(
     # locations to move: its batches' rows, read once already by the update, are not read again.
     if not packing and not ShardMember.objects.filter(archive=archive).exists():
         return result
-    final: dict[str, tuple[int, int | None, int | None, str, int | None] | None] = {}
+    # Each path's final state: the id of the pack batch row that packs it, or None (deleted,
+    # or uploaded loose). Ids only: the rows' values are copied by the database below.
+    final: dict[str, int | None] = {}
     rows = (
         BatchFile.objects.filter(batch_id__in=batch_ids)
         .order_by("batch__sequence", "id")
-        .values_list("batch__kind", "path", "shard_id", "offset", "size", "md5", "slot")
+        .values_list("batch__kind", "path", "id")
     )
     uploaded_loose: set[str] = set()
-    for kind, path, shard_id, offset, size, md5, slot in rows.iterator(chunk_size=2000):
+    for kind, path, row_id in rows.iterator(chunk_size=2000):
         if kind == Batch.Kind.UPLOAD:
             uploaded_loose.add(path)
-        final[path] = (shard_id, offset, size, md5, slot) if kind == Batch.Kind.PACK else None
+        final[path] = row_id if kind == Batch.Kind.PACK else None
     if not final:
         return result
     dead: Counter[int] = Counter()
@@ -68,22 +70,15 @@ def locations_apply(
         were_members.add(path)
     if were_members:
         old.delete()
-    rows_insert(
-        ShardMember,
-        ("archive", "path", "shard", "offset", "length", "md5", "slot"),
-        (
-            (archive.pk, path, loc[0], loc[1] or 0, loc[2] or 0, loc[3], loc[4])
-            for path, loc in final.items()
-            if loc is not None
-        ),
+    new_shards = members_from_batch_files(
+        archive.pk, (row_id for row_id in final.values() if row_id is not None)
     )
     result.packed = [
         path
-        for path, loc in final.items()
-        if loc is not None
+        for path, row_id in final.items()
+        if row_id is not None
         and (path in uploaded_loose or (path in in_tree_before and path not in were_members))
     ]
-    new_shards = {loc[0] for loc in final.values() if loc is not None}
     Shard.objects.filter(pk__in=new_shards).update(state=Shard.State.LIVE)
     for shard_id, length in dead.items():
         Shard.objects.filter(pk=shard_id).update(dead_bytes=F("dead_bytes") + length)

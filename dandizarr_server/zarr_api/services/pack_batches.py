@@ -121,7 +121,9 @@ def pending_pack_batches_verify(archive_pk: int) -> None:
         for shard in Shard.objects.filter(batch=batch, verified=False):
             try:
                 found = verify_members(
-                    store.iter_chunks(shard.key, STREAM_BLOCK), declared_members(shard)
+                    store.iter_chunks(shard.key, STREAM_BLOCK),
+                    declared_members(shard),
+                    ordered=True,
                 )
             except ObjectNotFound:
                 found = [{"path": shard.name, "expected": shard.md5, "actual": "(object missing)"}]
