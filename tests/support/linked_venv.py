@@ -31,8 +31,9 @@ from zipfile import ZipFile
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
-BIN = Path(sysconfig.get_paths()["scripts"])
+# Resolved: the links then name the venv itself, not a worktree's link to it.
+SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"]).resolve()
+BIN = Path(sysconfig.get_paths()["scripts"]).resolve()
 
 
 def wheel_requirements(wheel: Path) -> tuple[str, list[str]]:

@@ -178,7 +178,7 @@ def server_installed_once() -> Installed:
 def install_digest() -> str:
     """The sources' digest and the running venv's distributions (the names of its
     ``*.dist-info`` directories carry their versions): the linked install depends on both."""
-    digest = hashlib.sha256(sources_digest().encode() + sys.executable.encode())
+    digest = hashlib.sha256(sources_digest().encode() + str(SITE_PACKAGES).encode())
     for name in sorted(e for e in os.listdir(SITE_PACKAGES) if e.endswith(".dist-info")):
         digest.update(name.encode() + b"\n")
     return digest.hexdigest()[:16]
