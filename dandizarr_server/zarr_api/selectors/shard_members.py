@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
 
 from dandizarr.sharding.archive_packing import MemberRecord
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
@@ -23,19 +26,60 @@ class MemberLocation:
     version_id: str | None = None
 
 
+# Paths are looked up a list at a time, each path by (archive, path) in the unique index, so a
+# look-up's cost is its paths', never the archive's. PostgreSQL is told so in the query itself
+# (one LIMIT 1 probe per path): given ``archive_id = %s AND path IN (...)`` it chose from its
+# statistics, and a growing archive's are stale (autovacuum lags behind a table that grows by
+# 100,000 rows a batch, or is off): it scanned every member of the archive for each list, and
+# a 10,000,000-file upload took 31x the time of 1,000,000 (docs/performance.md).
+PATHS_PER_QUERY = 1000
+
+_MEMBERS = ShardMember._meta.db_table
+_SHARDS = Shard._meta.db_table
+_PROBE = f"""
+SELECT {{columns}} FROM unnest(%s::text[]) AS wanted(path)
+CROSS JOIN LATERAL (
+    SELECT * FROM {_MEMBERS} WHERE archive_id = %s AND path = wanted.path LIMIT 1
+) AS m {{join}}
+"""
+_LOCATION_COLUMNS = ("path", "shard__key", "offset", "length", "md5")
+_LOCATION_SQL = _PROBE.format(
+    columns="m.path, s.key, m.offset, m.length, m.md5",
+    join=f"JOIN {_SHARDS} AS s ON s.id = m.shard_id",
+)
+_ROW_COLUMNS = ("pk", "shard_id", "length", "path")
+_ROW_SQL = _PROBE.format(columns="m.id, m.shard_id, m.length, m.path", join="")
+
+
+def _members_of(
+    archive: ZarrArchive, paths: Sequence[str], columns: tuple[str, ...], sql: str
+) -> Iterator[tuple[Any, ...]]:
+    for start in range(0, len(paths), PATHS_PER_QUERY):
+        chunk = list(paths[start : start + PATHS_PER_QUERY])
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(sql, [chunk, archive.pk])
+                yield from cursor.fetchall()
+        else:  # SQLite probes the unique index for an IN list by itself
+            yield from ShardMember.objects.filter(archive=archive, path__in=chunk).values_list(
+                *columns
+            )
+
+
 def member_locations(archive: ZarrArchive, paths: Iterable[str]) -> dict[str, MemberLocation]:
-    """Where each packed file among ``paths`` lives (one query per 1000 paths): the one answer
-    to "where are a packed file's bytes" (reads, downloads, manifests, previews). Member rows
-    change in the transaction that applies a batch to the tree, so they agree with the
-    applied tree."""
-    paths = list(paths)
-    found: dict[str, MemberLocation] = {}
-    for start in range(0, len(paths), 1000):
-        rows = ShardMember.objects.filter(
-            archive=archive, path__in=paths[start : start + 1000]
-        ).values_list("path", "shard__key", "offset", "length", "md5")
-        found.update((path, MemberLocation(key, o, n, md5)) for path, key, o, n, md5 in rows)
-    return found
+    """Where each packed file among ``paths`` lives (one query per ``PATHS_PER_QUERY`` paths):
+    the one answer to "where are a packed file's bytes" (reads, downloads, manifests,
+    previews). Member rows change in the transaction that applies a batch to the tree, so they
+    agree with the applied tree."""
+    rows = _members_of(archive, list(paths), _LOCATION_COLUMNS, _LOCATION_SQL)
+    return {path: MemberLocation(key, o, n, md5) for path, key, o, n, md5 in rows}
+
+
+def member_rows_at(
+    archive: ZarrArchive, paths: Sequence[str]
+) -> Iterator[tuple[int, int, int, str]]:
+    """``(pk, shard_id, length, path)`` of the member rows of ``paths`` (those packed now)."""
+    yield from _members_of(archive, paths, _ROW_COLUMNS, _ROW_SQL)
 
 
 def member_location(archive: ZarrArchive, path: str) -> MemberLocation | None:
@@ -44,14 +88,7 @@ def member_location(archive: ZarrArchive, path: str) -> MemberLocation | None:
 
 def packed_paths(archive: ZarrArchive, paths: Iterable[str]) -> set[str]:
     paths = list(paths)
-    found: set[str] = set()
-    for start in range(0, len(paths), 1000):
-        found.update(
-            ShardMember.objects.filter(
-                archive=archive, path__in=paths[start : start + 1000]
-            ).values_list("path", flat=True)
-        )
-    return found
+    return {path for _, _, _, path in member_rows_at(archive, paths)}
 
 
 def iter_member_bytes(location: MemberLocation) -> Iterator[bytes]:

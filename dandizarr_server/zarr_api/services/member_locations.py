@@ -13,6 +13,11 @@ from django.db.models import F
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.selectors.shard_members import (
+    PATHS_PER_QUERY,
+    member_rows_at,
+    packed_paths,
+)
 from dandizarr_server.zarr_api.services.bulk_rows import members_from_batch_files
 
 
@@ -58,18 +63,16 @@ def locations_apply(
         return result
     dead: Counter[int] = Counter()
     were_members: set[str] = set()
-    # The members the batches' paths had (one query: the batches' rows are in the database).
-    old = ShardMember.objects.filter(
-        archive=archive,
-        path__in=BatchFile.objects.filter(batch_id__in=batch_ids).values("path"),
-    )
-    for shard_id, length, path in old.values_list("shard_id", "length", "path").iterator(
-        chunk_size=2000
-    ):
+    # The members the batches' paths had, looked up by path: a batch's work must not grow with
+    # the archive (one query with the batches' rows as a subquery made PostgreSQL scan every
+    # member of the archive, each batch: 31x the time for 10x the files).
+    old: list[int] = []
+    for pk, shard_id, length, path in member_rows_at(archive, list(final)):
         dead[shard_id] += length
         were_members.add(path)
-    if were_members:
-        old.delete()
+        old.append(pk)
+    for start in range(0, len(old), PATHS_PER_QUERY):
+        ShardMember.objects.filter(pk__in=old[start : start + PATHS_PER_QUERY]).delete()
     new_shards = members_from_batch_files(
         archive.pk, (row_id for row_id in final.values() if row_id is not None)
     )
@@ -112,10 +115,6 @@ def stale_loose_copies_delete(archive_pk: int, paths: Sequence[str]) -> None:
                 path__in=paths,
             ).values_list("path", flat=True)
         )
-        packed = set(
-            ShardMember.objects.filter(archive=archive, path__in=paths).values_list(
-                "path", flat=True
-            )
-        )
+        packed = packed_paths(archive, paths)
         stale = [p for p in paths if p in packed and p not in busy]
         get_store().delete_many(archive.storage_prefix + p for p in stale)
