@@ -250,7 +250,12 @@ class Shard(models.Model):
 class ShardMember(models.Model):
     """Where a packed file's bytes are: authoritative (a path without a row is loose)."""
 
-    archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="members")
+    # No index of its own: the unique (archive, path) index serves every look-up by archive, and
+    # with a second one PostgreSQL probed a path by the archive alone where its statistics took
+    # a growing archive for a small one (every member read, each look-up: issue #39).
+    archive = models.ForeignKey(
+        ZarrArchive, on_delete=models.CASCADE, related_name="members", db_index=False
+    )
     path = models.TextField()
     shard = models.ForeignKey(Shard, on_delete=models.PROTECT, related_name="members")
     offset = models.BigIntegerField()
