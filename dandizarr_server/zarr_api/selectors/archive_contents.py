@@ -6,6 +6,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from dandizarr.checksums import DirectoryListing, FileState
 from dandizarr.checksums.paths import folded
@@ -30,16 +31,21 @@ def pending_changes(
     """The net effect of the archive's pending (verified, not yet applied) batches, in order
     (only of ``batch_ids`` when given)."""
     changes: dict[str, FileState | None] = {}
-    rows = BatchFile.objects.filter(batch__archive=archive, batch__state=Batch.State.PENDING)
-    if batch_ids is not None:
-        rows = rows.filter(batch_id__in=list(batch_ids))
-    ordered = rows.order_by("batch__sequence", "id").values_list(
-        "batch__kind", "path", "md5", "size"
-    )
-    for kind, path, md5, size in ordered.iterator(chunk_size=2000):
+    for kind, path, md5, size in _pending_rows(archive, batch_ids, "md5", "size"):
         # Pending uploads were verified, which recorded their sizes (members declare theirs).
         changes[path] = None if kind == Batch.Kind.DELETE else FileState(size=size or 0, md5=md5)
     return changes
+
+
+def _pending_rows(
+    archive: ZarrArchive, batch_ids: Collection[int] | None, *columns: str
+) -> Iterator[tuple[Any, ...]]:
+    """Each pending batch row's kind, path and ``columns``, in the order they apply."""
+    rows = BatchFile.objects.filter(batch__archive=archive, batch__state=Batch.State.PENDING)
+    if batch_ids is not None:
+        rows = rows.filter(batch_id__in=list(batch_ids))
+    ordered = rows.order_by("batch__sequence", "id").values_list("batch__kind", "path", *columns)
+    return ordered.iterator(chunk_size=2000)
 
 
 # What ``pending_paths`` says of a path a pending batch adds: a file is there, state not read.
@@ -52,9 +58,7 @@ def pending_paths(archive: ZarrArchive) -> dict[str, FileState | None]:
     checks read: a pending pack batch of 100,000 members held as states beside the next
     batch's start was 13 MB more of md5 strings and FileStates (docs/performance.md)."""
     paths: dict[str, FileState | None] = {}
-    rows = BatchFile.objects.filter(batch__archive=archive, batch__state=Batch.State.PENDING)
-    ordered = rows.order_by("batch__sequence", "id").values_list("batch__kind", "path")
-    for kind, path in ordered.iterator(chunk_size=2000):
+    for kind, path in _pending_rows(archive, None):
         paths[path] = None if kind == Batch.Kind.DELETE else PENDING_FILE
     return paths
 

@@ -13,12 +13,11 @@ from django.db.models import F
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
-from dandizarr_server.zarr_api.selectors.shard_members import (
-    PATHS_PER_QUERY,
-    member_rows_at,
-    packed_paths,
+from dandizarr_server.zarr_api.selectors.shard_members import member_rows_at, packed_paths
+from dandizarr_server.zarr_api.services.bulk_rows import (
+    ROWS_PER_STATEMENT,
+    members_from_batch_files,
 )
-from dandizarr_server.zarr_api.services.bulk_rows import members_from_batch_files
 
 
 @dataclass
@@ -71,8 +70,8 @@ def locations_apply(
         dead[shard_id] += length
         were_members.add(path)
         old.append(pk)
-    for start in range(0, len(old), PATHS_PER_QUERY):
-        ShardMember.objects.filter(pk__in=old[start : start + PATHS_PER_QUERY]).delete()
+    for start in range(0, len(old), ROWS_PER_STATEMENT):
+        ShardMember.objects.filter(pk__in=old[start : start + ROWS_PER_STATEMENT]).delete()
     new_shards = members_from_batch_files(
         archive.pk, (row_id for row_id in final.values() if row_id is not None)
     )
