@@ -115,17 +115,19 @@ def _pids_of(url: str) -> list[int]:
     return list(dict.fromkeys(int(part.split(",", 1)[0]) for part in out.split("pid=")[1:]))
 
 
+def cpu_split(pid: int) -> tuple[float, float] | None:
+    """The user and system CPU seconds process ``pid`` has used so far; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks  # utime, stime
+
+
 def cpu_seconds(pids: Sequence[int]) -> float:
     """User and system CPU seconds the live processes ``pids`` have used so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-    return total
+    return sum(sum(split) for pid in pids if (split := cpu_split(pid)) is not None)
 
 
 @dataclass

@@ -52,7 +52,14 @@ from bench.bench_s3_packed import (
     seaweed_service,
     upload,
 )
-from bench.s3_env import cpu_load, cpu_seconds, page_cache_dropped, peak_rss_mb, seaweedfs
+from bench.s3_env import (
+    cpu_load,
+    cpu_seconds,
+    cpu_split,
+    page_cache_dropped,
+    peak_rss_mb,
+    seaweedfs,
+)
 from tests.support.production import production
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
@@ -83,11 +90,12 @@ class ScaleService:
     sqlite_path: Path | None = None
 
     def pids(self) -> list[int]:
-        found: list[int] = []
-        for roots in self.roles.values():
-            for pid in roots:
-                found.extend(_tree(pid))
-        return list(dict.fromkeys(found))
+        return list(dict.fromkeys(p for pids in self.pids_by_role().values() for p in pids))
+
+    def pids_by_role(self) -> dict[str, list[int]]:
+        return {
+            role: [p for root in roots for p in _tree(root)] for role, roots in self.roles.items()
+        }
 
     def peaks(self) -> dict[str, float]:
         """The largest peak RSS (MB) of any process in each role, now."""
@@ -211,18 +219,27 @@ class Database:
 
 
 class CpuTotal:
-    """CPU-seconds of a changing set of processes, each counted at its last sighting (one
-    that exits keeps what it used)."""
+    """CPU-seconds (user, system) of a changing set of processes by role, each counted at its
+    last sighting (one that exits keeps what it used)."""
 
     def __init__(self) -> None:
-        self.last: dict[int, float] = {}
+        self.last: dict[int, tuple[str, float, float]] = {}
 
-    def update(self, pids: list[int]) -> float:
-        for pid in pids:
-            used = cpu_seconds([pid])
-            if used:
-                self.last[pid] = used
-        return sum(self.last.values())
+    def update(self, pids_by_role: dict[str, list[int]]) -> float:
+        for role, pids in pids_by_role.items():
+            for pid in pids:
+                split = cpu_split(pid)
+                if split is not None and split[0] + split[1]:
+                    self.last[pid] = (role, *split)
+        return sum(user + system for _, user, system in self.last.values())
+
+    def by_role(self) -> dict[str, tuple[float, float]]:
+        """Each role's (user, system) CPU-seconds so far."""
+        totals: dict[str, tuple[float, float]] = {}
+        for role, user, system in self.last.values():
+            was = totals.get(role, (0.0, 0.0))
+            totals[role] = (was[0] + user, was[1] + system)
+        return totals
 
 
 @dataclass
@@ -231,6 +248,17 @@ class BatchCpu:
     upload runs."""
 
     samples: list[tuple[float, int, float, float]] = field(default_factory=list)
+    # Each role's (user, system) CPU-seconds at the first sample and at the last.
+    roles_first: dict[str, tuple[float, float]] = field(default_factory=dict)
+    roles_last: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def roles_used(self) -> dict[str, tuple[float, float]]:
+        """Each role's (user, system) CPU-seconds between the first sample and the last."""
+        return {
+            role: (user - self.roles_first.get(role, (0, 0))[0],
+                   system - self.roles_first.get(role, (0, 0))[1])
+            for role, (user, system) in self.roles_last.items()
+        }  # fmt: skip
 
     def per_batch(self, column: int = 2) -> list[float]:
         """CPU-seconds (``column`` 2: the service's processes, 3: its database backends) from
@@ -269,10 +297,13 @@ def batch_cpu(running: ScaleService) -> Iterator[BatchCpu]:
                 (
                     time.perf_counter() - started,
                     files,
-                    service.update(running.pids()),
-                    backends.update(pids),
+                    service.update(running.pids_by_role()),
+                    backends.update({"postgres": pids}),
                 )
             )
+            result.roles_last = {**service.by_role(), **backends.by_role()}
+            if not result.roles_first:
+                result.roles_first = result.roles_last
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
@@ -373,6 +404,7 @@ def _one_run(tmp: Path, count: int, src: Path, label: str) -> dict[str, Any]:
         "database_late": _median(database_batch[-EDGE_BATCHES:]),
         "peaks": peaks,
         "service_mb": max(peaks.values()),
+        "roles_cpu": sampled.roles_used(),
     }
 
 
@@ -384,6 +416,10 @@ def _describe(run: dict[str, Any], written: str) -> str:
         else ""
     )
     peaks = ", ".join(f"{role} {mb:.0f} MB" for role, mb in run["peaks"].items())
+    roles = ", ".join(
+        f"{role} {user:.1f} user + {system:.1f} system"
+        for role, (user, system) in run["roles_cpu"].items()
+    )
     return (
         f"   {run['count']:,} files (source {written}; "
         f"{'page cache dropped' if run['cold'] else 'page cache NOT dropped'}): "
@@ -395,7 +431,7 @@ def _describe(run: dict[str, Any], written: str) -> str:
         f"{run['client_system']:.1f} system, service {run['service_cpu']:.1f}\n"
         f"     service CPU-s per pack batch ({len(run['per_batch'])} full batches measured): "
         f"median {run['all']:.2f}, first {EDGE_BATCHES} {run['early']:.2f}, last "
-        f"{EDGE_BATCHES} {run['late']:.2f}{backends}\n"
+        f"{EDGE_BATCHES} {run['late']:.2f}{backends}; CPU-s by role over the upload: {roles}\n"
         f"     publish {run['publish']:.2f} s; read of a chunk (median of {READS}): version "
         f"{run['read_version_ms']:.2f} ms, draft {run['read_draft_ms']:.2f} ms "
         f"({run['read_version_ms'] / run['read_draft_ms']:.2f}x)"
