@@ -16,11 +16,17 @@ a big piece of work handed back to the system afterwards. The one home of both
 
 An operator's environment wins: a parameter whose variable is set is left to glibc. Not glibc
 (macOS, musl): nothing to do.
+
+And Python's cyclic garbage collector: ``freeze_startup_objects`` leaves what a process made
+before its first request or task (modules, Django's and boto3's models: most of its heap) out
+of the collector's full passes, which walked all of it each time a pack batch's start or tree
+update made many objects (a Celery worker's full pass: about 95 ms; docs/performance.md).
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 from typing import Any
 
@@ -73,3 +79,10 @@ def after_request(worker: Any, request: Any, environ: dict[str, Any], response: 
         return
     if size >= BIG_REQUEST_BYTES:
         release_freed_memory()
+
+
+def freeze_startup_objects() -> None:
+    """Collect once, then freeze what is left (``gc.freeze``): called when a web worker or a
+    Celery worker is ready, before it serves; what it made by then lives as long as it does."""
+    gc.collect()
+    gc.freeze()

@@ -11,7 +11,6 @@ live service).
 
 from __future__ import annotations
 
-import gc
 import socket
 from typing import Any
 
@@ -21,7 +20,7 @@ from django.core.servers.basehttp import ThreadedWSGIServer
 from django.urls import get_resolver
 from gunicorn.app.base import BaseApplication
 
-from dandizarr_server.allocator import after_request, configure_malloc
+from dandizarr_server.allocator import after_request, configure_malloc, freeze_startup_objects
 from dandizarr_server.gunicorn_worker import HeadFirstThreadWorker
 from dandizarr_server.zarr_api.runtime.background import WORKER, start_periodic_tasks
 from dandizarr_server.zarr_api.runtime.storage import get_store
@@ -122,8 +121,7 @@ def prepare_web_worker() -> None:
       all of them each time a request or a tree update made many objects."""
     get_store().warm_up()
     get_resolver().url_patterns  # noqa: B018 (the property imports the URLconf)
-    gc.collect()
-    gc.freeze()
+    freeze_startup_objects()
 
 
 def _finish_background_work(server: Any, worker: Any) -> None:

@@ -4,6 +4,7 @@ process starts with, unless the operator chose, and memory freed after big work.
 from __future__ import annotations
 
 import ctypes
+import gc
 from typing import Any
 
 import pytest
@@ -84,6 +85,24 @@ def test_every_service_process_sets_malloc_up_and_releases_after_big_requests(
     assert any(getattr(r, "__name__", "") == "_release_freed_memory" for r in receivers)
     receivers = [r() for _, r in signals.worker_init.receivers]
     assert any(getattr(r, "__name__", "") == "_configure_malloc" for r in receivers)
+
+
+def test_a_celery_worker_freezes_what_it_made_before_its_first_task() -> None:
+    """The solo pool's worker when it is ready, and each prefork child once forked, leave their
+    startup objects out of the collector's full passes, as web workers do
+    (tests/dandizarr/test_web_worker_startup.py)."""
+    from celery import signals
+
+    for signal in (signals.worker_ready, signals.worker_process_init):
+        receivers = [r() for _, r in signal.receivers]
+        freezing = [r for r in receivers if getattr(r, "__name__", "") == "_freeze_startup_objects"]
+        assert len(freezing) == 1, signal.name
+        gc.unfreeze()
+        try:
+            freezing[0](sender=None)
+            assert gc.get_freeze_count() > 1000  # Django's and Celery's modules and models
+        finally:
+            gc.unfreeze()
 
 
 def _rss_mb() -> float:
