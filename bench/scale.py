@@ -254,11 +254,11 @@ class BatchCpu:
 
     def roles_used(self) -> dict[str, tuple[float, float]]:
         """Each role's (user, system) CPU-seconds between the first sample and the last."""
-        return {
-            role: (user - self.roles_first.get(role, (0, 0))[0],
-                   system - self.roles_first.get(role, (0, 0))[1])
-            for role, (user, system) in self.roles_last.items()
-        }  # fmt: skip
+        used = {}
+        for role, (user, system) in self.roles_last.items():
+            user_before, system_before = self.roles_first.get(role, (0.0, 0.0))
+            used[role] = (user - user_before, system - system_before)
+        return used
 
     def per_batch(self, column: int = 2) -> list[float]:
         """CPU-seconds (``column`` 2: the service's processes, 3: its database backends) from
