@@ -29,6 +29,16 @@ def dandi_service(
     yield make_service(live_server.url, tmp_path)
 
 
+def _listener(port: int) -> str:
+    """What ``ss`` says listens on ``port`` (its process, where it may be seen)."""
+    import subprocess
+
+    listed = subprocess.run(
+        ["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, check=False
+    )
+    return listed.stdout.strip() or "ss names no listener"
+
+
 @pytest.fixture(params=["seaweedfs", "local"])
 def dandi_service_8000(
     processes: Processes,
@@ -44,6 +54,14 @@ def dandi_service_8000(
 
     from pytest_django.live_server_helper import LiveServer
 
+    # An xdist worker's option (its own `dist` is "no" there).
+    loadgroup = getattr(request.config.option, "loadgroup", False)
+    if loadgroup and not request.node.nodeid.endswith("@port-8000"):
+        # pytest 9.2 with pytest-xdist 3.8 lost the group (pyproject.toml pins pytest below it):
+        # the tests would race for the port on several workers, one waiting out the other.
+        pytest.fail(
+            "--dist loadgroup did not keep this test in xdist_group port-8000", pytrace=False
+        )
     deadline = time.monotonic() + 90  # a previous run's connections may linger in TIME_WAIT
     while True:
         with socket.socket() as probe:
@@ -56,7 +74,7 @@ def dandi_service_8000(
                     pytest.fail(
                         f"port 8000 is busy ({error}): dandi 0.48.1 only reaches its test "
                         "instance at http://127.0.0.1:8000/api; stop whatever listens there "
-                        "(make serve?)"
+                        f"(make serve?): {_listener(8000)}"
                     )
         time.sleep(1)
     server = LiveServer("127.0.0.1:8000", start=False)
