@@ -25,7 +25,7 @@ import requests
 from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
 from dandizarr.client.digests import content_md5
 from dandizarr.objectstore.s3 import S3ObjectStore
-from tests.support.processes import serve_process
+from tests.support.processes import listening, serve_process
 from tests.support.seaweedfs import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
 
 # ``make bench-tools`` installs s5cmd, rclone and awscli here.
@@ -105,13 +105,7 @@ def _serve_pid(url: str) -> int:
 def _pids_of(url: str) -> list[int]:
     """Every pid listening on ``url``'s port (gunicorn's master and worker), as ``ss`` lists
     them."""
-    port = url.rsplit(":", 1)[1]
-    try:
-        out = subprocess.run(
-            ["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, check=False
-        ).stdout
-    except FileNotFoundError:
-        return []
+    out = listening(int(url.rsplit(":", 1)[1]))
     return list(dict.fromkeys(int(part.split(",", 1)[0]) for part in out.split("pid=")[1:]))
 
 

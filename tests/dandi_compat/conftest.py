@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.support.chunked_server import ChunkedWSGIServer
-from tests.support.dandi import DandiService, configure_storage, make_service
-from tests.support.processes import Processes
+from tests.support.dandi import PORT_8000_GROUP, DandiService, configure_storage, make_service
+from tests.support.processes import Processes, listening
 
 
 @pytest.fixture(params=["seaweedfs", "local"])
@@ -27,16 +27,6 @@ def dandi_service(
     """The service at pytest-django's live server, for the newest dandi."""
     configure_storage(settings, request.param, live_server.url, tmp_path, request)
     yield make_service(live_server.url, tmp_path)
-
-
-def _listener(port: int) -> str:
-    """What ``ss`` says listens on ``port`` (its process, where it may be seen)."""
-    import subprocess
-
-    listed = subprocess.run(
-        ["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, check=False
-    )
-    return listed.stdout.strip() or "ss names no listener"
 
 
 @pytest.fixture(params=["seaweedfs", "local"])
@@ -56,11 +46,12 @@ def dandi_service_8000(
 
     # An xdist worker's option (its own `dist` is "no" there).
     loadgroup = getattr(request.config.option, "loadgroup", False)
-    if loadgroup and not request.node.nodeid.endswith("@port-8000"):
+    if loadgroup and not request.node.nodeid.endswith(f"@{PORT_8000_GROUP}"):
         # pytest 9.2 with pytest-xdist 3.8 lost the group (pyproject.toml pins pytest below it):
         # the tests would race for the port on several workers, one waiting out the other.
         pytest.fail(
-            "--dist loadgroup did not keep this test in xdist_group port-8000", pytrace=False
+            f"--dist loadgroup did not keep this test in xdist_group {PORT_8000_GROUP}",
+            pytrace=False,
         )
     deadline = time.monotonic() + 90  # a previous run's connections may linger in TIME_WAIT
     while True:
@@ -74,7 +65,7 @@ def dandi_service_8000(
                     pytest.fail(
                         f"port 8000 is busy ({error}): dandi 0.48.1 only reaches its test "
                         "instance at http://127.0.0.1:8000/api; stop whatever listens there "
-                        f"(make serve?): {_listener(8000)}"
+                        f"(make serve?): {listening(8000) or 'ss names no listener'}"
                     )
         time.sleep(1)
     server = LiveServer("127.0.0.1:8000", start=False)

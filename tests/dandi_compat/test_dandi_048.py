@@ -8,12 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dandi import DANDI_048, DandiService, tree_of, zarr_checksum_of
+from tests.support.dandi import (
+    DANDI_048,
+    PORT_8000_GROUP,
+    DandiService,
+    tree_of,
+    zarr_checksum_of,
+)
 from tests.support.dandi_trees import modify, zarr_v2, zarr_v3
 
 INSTANCE = "dandi-api-local-docker-tests"
 # Its service listens on 127.0.0.1:8000 (dandi_service_8000): one worker runs them, one by one.
-pytestmark = pytest.mark.xdist_group("port-8000")
+pytestmark = pytest.mark.xdist_group(PORT_8000_GROUP)
 
 
 def _env(service: DandiService) -> dict[str, str]:

@@ -20,6 +20,9 @@ from tests.support.live_users import user_with_dandiset
 
 REPO = Path(__file__).resolve().parents[2]
 DANDI_NEWEST = REPO / ".venv-dandi" / "bin"
+# The xdist group of the tests whose service listens on 127.0.0.1:8000 (dandi 0.48.1's test
+# instance): one worker runs them one after the other.
+PORT_8000_GROUP = "port-8000"
 DANDI_048 = REPO / ".venv-dandi-0.48" / "bin"
 
 

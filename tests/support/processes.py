@@ -116,6 +116,18 @@ def accepted_connections(url: str) -> int:
     return sum("pid=" in line for line in out.splitlines())
 
 
+def listening(port: int) -> str:
+    """What ``ss`` lists listening on ``port``, a line each with its process where ``ss`` may
+    see it; empty when nothing listens (or ``ss`` is missing)."""
+    try:
+        listed = subprocess.run(
+            ["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        return ""
+    return listed.stdout.strip()
+
+
 class Processes:
     """What a test starts (the ``processes`` fixture of tests/conftest.py hands one out, and a
     test that asks for it is ``live``): programs run to their end, programs left running
