@@ -27,6 +27,7 @@ import requests
 
 from dandizarr.client import DandizarrClient
 from tests.support.api import put
+from tests.support.ci import skip_here_fail_in_ci
 from tests.support.compose import interpolate, load_compose, service_environment
 from tests.support.processes import Processes, free_port
 from tests.support.production import (
@@ -113,7 +114,7 @@ def compose(processes: Processes, tmp_path: Path, server_install: Installed) -> 
     """The services of docker-compose.yml, each a process of this machine, run from the wheel
     installed as the image installs it, in a working directory outside the checkout."""
     if missing := tools_missing():
-        pytest.skip(f"missing {missing}")
+        skip_here_fail_in_ci(f"missing {missing}")
     server_url = os.environ["DATABASE_URL"]
     name = f"compose_{os.getpid()}"
     database_url = create_database(server_url, name)

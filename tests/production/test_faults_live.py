@@ -35,14 +35,12 @@ import pytest
 import requests
 
 from dandizarr.checksums import DirectoryListing, compute_tree, decode_checksum_file
+from tests.support.ci import needs
 from tests.support.processes import Processes
 from tests.support.production import Production, production, terminate_connections, tools_missing
 from tests.support.seaweedfs import SeaweedS3
 
-pytestmark = pytest.mark.skipif(
-    bool(tools_missing()) and os.environ.get("CI") != "true",
-    reason=f"missing {tools_missing()} (CI always runs this)",
-)
+pytestmark = needs(tools_missing(), f"missing {tools_missing()} (CI always runs this)")
 
 SEED = int(os.environ.get("DANDIZARR_FAULTS_SEED", "16"))
 CLIENTS = 4

@@ -14,13 +14,11 @@ import pytest
 
 from bench.load.figures import LoadConfig
 from bench.load.run import stack
+from tests.support.ci import needs
 from tests.support.processes import Processes
 from tests.support.production import tools_missing
 
-pytestmark = pytest.mark.skipif(
-    bool(tools_missing()) and os.environ.get("CI") != "true",
-    reason=f"missing {tools_missing()} (CI always runs this)",
-)
+pytestmark = needs(tools_missing(), f"missing {tools_missing()} (CI always runs this)")
 
 # Every route class the readers use (bench/load/locustfile.py), each of which must be read.
 READ_CLASSES = {

@@ -19,16 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ci import needs
 from tests.support.model_api import HttpApi
 from tests.support.processes import Processes
 from tests.support.production import Production, production, tools_missing
 from tests.support.seaweedfs import SeaweedS3
 from tests.support.versions_model import Harness, VersionsWalk, assert_every_version_downloads
 
-pytestmark = pytest.mark.skipif(
-    bool(tools_missing()) and os.environ.get("CI") != "true",
-    reason=f"missing {tools_missing()} (CI always runs this)",
-)
+pytestmark = needs(tools_missing(), f"missing {tools_missing()} (CI always runs this)")
 
 STEPS = int(os.environ.get("VERSIONS_MODEL_STEPS", "10"))
 SEED = int(os.environ.get("VERSIONS_MODEL_SEED", "36"))

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.support.ci import skip_here_fail_in_ci
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -30,9 +30,7 @@ def _need_browser() -> None:
         "the browser test needs Debian's chromium and chromium-driver "
         "(apt-get install -y chromium chromium-driver); .ci/run installs them"
     )
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    skip_here_fail_in_ci(message)
 
 
 # WebGL without a GPU: ANGLE over SwiftShader, Chromium's software renderer (Neuroglancer needs

@@ -21,6 +21,7 @@ import redis
 from django.db import connection
 
 from dandizarr_server.celery import app
+from tests.support.ci import needs
 from tests.support.processes import CELERY_TEST_ENV, celery_worker_command
 
 REDIS_URL = os.environ.get("DANDIZARR_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -38,10 +39,7 @@ def redis_available() -> bool:
         return False
 
 
-needs_redis = pytest.mark.skipif(
-    not redis_available() and os.environ.get("CI") != "true",
-    reason="Redis is not running (CI always runs these)",
-)
+needs_redis = needs(not redis_available(), "Redis is not running (CI always runs these)")
 
 
 class Worker:

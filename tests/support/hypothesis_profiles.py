@@ -12,6 +12,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+from tests.support.ci import IN_CI
+
 CI_EXAMPLES = 150
 DEV_EXAMPLES = 40
 
@@ -31,9 +33,7 @@ settings.register_profile(
 
 
 def load_profile() -> str:
-    name = os.environ.get("HYPOTHESIS_PROFILE") or (
-        "ci" if os.environ.get("CI", "").lower() == "true" else "dev"
-    )
+    name = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if IN_CI else "dev")
     settings.load_profile(name)
     return name
 

@@ -20,8 +20,7 @@ import venv
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
+from tests.support.ci import skip_here_fail_in_ci
 from tests.support.linked_venv import SITE_PACKAGES, linked_install
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +71,7 @@ def pip(python: str | Path, *args: str, cwd: Path) -> subprocess.CompletedProces
 
 def skip_when_unreachable(done: subprocess.CompletedProcess[str]) -> None:
     if _UNREACHABLE.search(done.stdout + done.stderr):
-        pytest.skip(f"pip cannot reach a package index here:\n{done.stderr[-2000:]}")
+        skip_here_fail_in_ci(f"pip cannot reach a package index here:\n{done.stderr[-2000:]}")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ stuck upload" and "Recompute checksum"; the outcome is checked in the database a
 
 from __future__ import annotations
 
-import os
 import shutil
 import stat
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from django.core.management import call_command
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from tests.support.api import Actor, storage_listing, upload
+from tests.support.ci import skip_here_fail_in_ci
 from tests.support.tree_check import assert_tree_matches_storage
 
 CHROMIUM = shutil.which("chromium")
@@ -34,9 +34,7 @@ def browser() -> Iterator[Any]:
         reason = (
             "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
         )
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        skip_here_fail_in_ci(reason)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 
 from tests.support.api import Actor, create_archive, upload
+from tests.support.ci import skip_here_fail_in_ci
 from tests.support.production import create_database, database_url_named, drop_database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,4 +97,4 @@ def _needs_pg_tools() -> None:
     import shutil
 
     if not (shutil.which("pg_dump") and shutil.which("pg_restore")):
-        pytest.skip("pg_dump and pg_restore (postgresql-client) are not installed")
+        skip_here_fail_in_ci("pg_dump and pg_restore (postgresql-client) are not installed")
