@@ -142,16 +142,19 @@ DANDIZARR_WORKER_METRICS_PORT = env_int("DANDIZARR_WORKER_METRICS_PORT", 0)
 DANDIZARR_WORKER_METRICS_ADDRESS = env_str("DANDIZARR_WORKER_METRICS_ADDRESS", "127.0.0.1")
 
 # --- Login attempts (django-axes) -------------------------------------------------------------
-# /admin/login/: after DANDIZARR_LOGIN_FAILURE_LIMIT failures an account, and apart from that
-# an address, is locked out for DANDIZARR_LOGIN_COOLOFF_MINUTES (429). The address is the one
-# every per-address limit counts (dandizarr_server.client_address).
+# /admin/login/: after DANDIZARR_LOGIN_FAILURE_LIMIT failures for one account from one address,
+# that account is locked out from that address for DANDIZARR_LOGIN_COOLOFF_MINUTES (429). The
+# pair, never the account alone (a stranger's five guesses would lock its owner out from
+# everywhere) nor the address alone (everyone behind one NAT). The address is the one every
+# per-address limit counts (dandizarr_server.client_address).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("DANDIZARR_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("DANDIZARR_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# A list inside the list is a combination (django-axes 8): both must match to count or lock.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "dandizarr_server.client_address.client_address"
 # API tokens that do not exist are limited per address too (DANDIZARR_TOKEN_FAILURE_RATE, in

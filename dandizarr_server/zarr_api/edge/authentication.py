@@ -5,7 +5,9 @@ DRF's views authenticate ``Authorization: Token ...`` themselves; the pages and 
 reads under ``/zarr/`` are plain Django views, and tensorstore, fsspec and zarr-python send a
 token header there to read a private archive. ``TokenUserMiddleware`` sets ``request.user``
 from such a header (DRF's ``TokenAuthentication``, the same rule) when no session did; a
-token that is not valid is a 401, never silently anonymous.
+token that is not valid is a 401, never silently anonymous, and past
+``DANDIZARR_TOKEN_FAILURE_RATE`` invalid tokens from one address a 429; a valid token is
+never refused for its address's count.
 
 Everything answered to an authenticated request may hold private data: it is marked
 ``Cache-Control: private`` and varies on the credentials, so no shared cache keeps it.
@@ -69,22 +71,30 @@ def _locked_out(wait: float) -> JsonResponse:
     return response
 
 
+def _refused(request: HttpRequest, detail: str) -> JsonResponse:
+    """An invalid token's answer: 401 (counted), or 429 once its address is over the rate."""
+    failures = TokenFailureThrottle()
+    if (wait := failures.exhausted(request)) is not None:
+        return _locked_out(wait)
+    failures.record(request)
+    refused = error_response(401, detail, code="authentication_failed")
+    refused["WWW-Authenticate"] = "Token"
+    return refused
+
+
 class TokenUserMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if not is_authenticated(request) and sends_credentials(request):
-            failures = TokenFailureThrottle()
-            if (wait := failures.exhausted(request)) is not None:
-                return _locked_out(wait)
+            # The token is looked up first: a valid one is taken whatever its address's count
+            # (a stranger's guesses from behind the same NAT must not lock its owner out); only
+            # further invalid ones are refused while the address is over the rate.
             try:
                 found = TokenAuthentication().authenticate(request)  # type: ignore[arg-type]
             except AuthenticationFailed as error:
-                failures.record(request)
-                refused = error_response(401, str(error.detail), code="authentication_failed")
-                refused["WWW-Authenticate"] = "Token"
-                return refused
+                return _refused(request, str(error.detail))
             if found is not None:
                 request.user = found[0]
         response = self.get_response(request)
