@@ -1,13 +1,18 @@
 """The client this service serves (``GET /client/dandizarr-X.Y.Z-py3-none-any.whl``): the wheel of
-the very package files the service runs, so ``pip install <that URL>`` on another machine gets
+the very client files the service runs, so ``pip install <that URL>`` on another machine gets
 the client matching this server (no index has dandizarr; docs/deploying.md).
 
-Built from the installed ``dandizarr`` and ``dandizarr_server`` directories (whatever installed
-them: a wheel, the image, an editable checkout) and the installed distribution's metadata, once
-per set of sources: kept under ``<cache>/<digest of the sources>/``, a file every process sees.
-Installed without extras it is the client alone (Django and the rest are the ``server`` extra).
-Built the same bytes every time (sorted entries, fixed timestamps), so processes building it
-at once write identical files, each renamed into place whole.
+The client alone: the installed ``dandizarr`` directory (whatever installed it: a wheel, the
+image, an editable checkout), never the server's package (its source is no client's business),
+with the installed distribution's metadata less what needs the server (the ``server`` extra and
+the extras that pull it, the ``serve`` subcommand's entry point). Installed without extras it
+runs without Django.
+
+Built once per set of sources: kept under ``<cache>/<digest of the sources>/``, a file every
+process sees. Single flight: the first request builds it holding an exclusive ``flock`` on that
+directory's lock file; concurrent requests, in any thread or process of the service, wait for
+the lock and serve what it built (before, each of 32 concurrent first requests built its own).
+Built the same bytes every time (sorted entries, fixed timestamps), renamed into place whole.
 
 No Django: settings pass the cache directory.
 """
@@ -16,9 +21,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import functools
 import hashlib
 import os
+import re
 import tempfile
 import zipfile
 from collections.abc import Iterator
@@ -29,7 +36,13 @@ from typing import BinaryIO
 import dandizarr
 
 DISTRIBUTION = "dandizarr"
-PACKAGES = (Path(dandizarr.__file__).parent, Path(__file__).parent)
+# The client alone: the packages whose files the wheel holds.
+PACKAGES = (Path(dandizarr.__file__).parent,)
+# The extra that installs the server's dependencies: meaningless without the server's package,
+# so the served wheel leaves it out, and every extra that pulls it (``test``).
+SERVER_EXTRA = "server"
+# Taken while the wheel is built, in its cache directory.
+LOCK_NAME = ".build.lock"
 # The earliest time a zip entry can carry: the same bytes whenever and wherever it is built.
 _TIMESTAMP = (1980, 1, 1, 0, 0, 0)
 
@@ -54,8 +67,10 @@ def _package_files() -> Iterator[tuple[str, Path]]:
 @functools.cache
 def sources_digest() -> str:
     """What the wheel is built from, hashed: its cache key (once per process: installed files
-    do not change under a running service)."""
+    do not change under a running service). This builder is one of its sources: a change to
+    what the wheel holds is a new key, never an old wheel served again."""
     digest = hashlib.sha256(wheel_name().encode())
+    digest.update(Path(__file__).read_bytes())
     for name, path in _package_files():
         digest.update(f"\0{name}\0".encode())
         digest.update(path.read_bytes())
@@ -63,21 +78,41 @@ def sources_digest() -> str:
 
 
 def client_wheel(cache: Path) -> Path:
-    """The wheel's path under ``cache``, built first when missing."""
+    """The wheel's path under ``cache``, built first when missing (by one caller at a time,
+    across threads and processes; the others wait for it and find it built)."""
     path = cache / sources_digest() / wheel_name()
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".building-")
-        try:
-            with os.fdopen(descriptor, "wb") as handle:
-                _write_wheel(handle)
-            os.chmod(temporary, 0o644)
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            raise
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(path.parent / LOCK_NAME):
+        if not path.is_file():  # else built while this caller waited
+            _build(path)
     return path
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``lock_path``: one holder among every thread (each opens the
+    file afresh, and ``flock`` locks belong to the open file) and every process."""
+    with open(lock_path, "ab") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(path: Path) -> None:
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".building-")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            _write_wheel(handle)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 def _dist_info_files() -> dict[str, bytes]:
@@ -94,14 +129,54 @@ def _dist_info_files() -> dict[str, bytes]:
     if not core:
         raise RuntimeError(f"the installed {DISTRIBUTION} has no metadata: reinstall it")
     files = {
-        "METADATA": core.encode(),
+        "METADATA": client_metadata(core).encode(),
         "WHEEL": b"Wheel-Version: 1.0\nGenerator: dandizarr_server.client_wheel\n"
         b"Root-Is-Purelib: true\nTag: py3-none-any\n",
         "top_level.txt": "".join(f"{root.name}\n" for root in PACKAGES).encode(),
     }
-    if (entry_points := installed.read_text("entry_points.txt")) is not None:
+    if entry_points := _client_entry_points(installed.entry_points):
         files["entry_points.txt"] = entry_points.encode()
     return files
+
+
+_EXTRA_MARKER = re.compile(r';\s*extra\s*==\s*"([^"]+)"\s*$')
+_PROVIDES_EXTRA = "Provides-Extra:"
+_REQUIRES_DIST = "Requires-Dist:"
+
+
+def client_metadata(core: str) -> str:
+    """The distribution's METADATA less the server's extras (``SERVER_EXTRA`` and every extra
+    that requires ``dandizarr[...]`` with it): headers before the first blank line, one field
+    a line (setuptools writes each requirement as ``<requirement>; extra == "<name>"``)."""
+    headers, separator, body = core.partition("\n\n")
+    lines = headers.split("\n")
+    dropped = {SERVER_EXTRA}
+    own = re.compile(rf"^{re.escape(DISTRIBUTION)}\[([^\]]*)\]", re.IGNORECASE)
+    for line in lines:
+        if line.startswith(_REQUIRES_DIST) and (extra := _EXTRA_MARKER.search(line)):
+            needs = own.match(line[len(_REQUIRES_DIST) :].strip())
+            if needs and SERVER_EXTRA in {e.strip() for e in needs.group(1).split(",")}:
+                dropped.add(extra.group(1))
+
+    def kept(line: str) -> bool:
+        if line.startswith(_PROVIDES_EXTRA):
+            return line[len(_PROVIDES_EXTRA) :].strip() not in dropped
+        if line.startswith(_REQUIRES_DIST) and (extra := _EXTRA_MARKER.search(line)):
+            return extra.group(1) not in dropped
+        return True
+
+    return "\n".join(filter(kept, lines)) + separator + body
+
+
+def _client_entry_points(entry_points: metadata.EntryPoints) -> str:
+    """``entry_points.txt`` of the entry points whose module the wheel holds (the client's
+    script; not ``serve``, which the server's package registers)."""
+    packaged = {root.name for root in PACKAGES}
+    groups: dict[str, list[str]] = {}
+    for entry in sorted(entry_points, key=lambda e: (e.group, e.name)):
+        if entry.module.split(".", 1)[0] in packaged:
+            groups.setdefault(entry.group, []).append(f"{entry.name} = {entry.value}\n")
+    return "\n".join(f"[{group}]\n" + "".join(lines) for group, lines in groups.items())
 
 
 def _write_wheel(handle: BinaryIO) -> None:

@@ -255,7 +255,7 @@ REST_FRAMEWORK = {
     # must still encode, and JSON parsers read it back as the same string.
     "UNICODE_JSON": False,
     # Rate limits (dandizarr_server.zarr_api.edge.throttles): expensive reads per address and per
-    # account, invalid tokens per address, publishes per account.
+    # account, invalid tokens per address, publishes per account, client downloads per address.
     "DEFAULT_THROTTLE_RATES": {
         "expensive_anon": env_str("DANDIZARR_THROTTLE_ANON", "300/min"),
         "expensive_user": env_str("DANDIZARR_THROTTLE_USER", "1200/min"),
@@ -263,6 +263,8 @@ REST_FRAMEWORK = {
         # Per account: each publish makes a version of every archive in the draft, history
         # nothing removes (a million-file archive's costs the database up to 30 s).
         "publishes": env_str("DANDIZARR_THROTTLE_PUBLISHES", "30/hour"),
+        # Per address: the client wheel's downloads (a few hundred kilobytes each).
+        "client_downloads": env_str("DANDIZARR_THROTTLE_CLIENT_DOWNLOADS", "60/hour"),
     },
 }
 

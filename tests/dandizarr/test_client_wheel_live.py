@@ -38,6 +38,8 @@ def test_pip_installs_the_client_from_the_served_url(tmp_path: Path, processes: 
             assert wheel.testzip() is None
             names = wheel.namelist()
         assert "dandizarr/cli.py" in names
+        # The client alone (issue #47: it had shipped the server's source).
+        assert not any(name.startswith("dandizarr_server/") for name in names)
         assert not any("__pycache__" in name for name in names)
 
         elsewhere = tmp_path / "elsewhere"
@@ -57,3 +59,11 @@ def test_pip_installs_the_client_from_the_served_url(tmp_path: Path, processes: 
         (elsewhere / "data").mkdir()
         (elsewhere / "data" / "a").write_text("hello\n")
         assert run(client, "dandizarr", "checksum", "data", cwd=elsewhere).stdout.strip()
+        server = run(
+            client,
+            "python",
+            "-c",
+            "import importlib.util as u; print(u.find_spec('dandizarr_server'))",
+            cwd=elsewhere,
+        )
+        assert server.stdout.strip() == "None"

@@ -1,5 +1,6 @@
 """``GET /client/dandizarr-X.Y.Z-py3-none-any.whl``: the client matching this server, for
-``pip install <this URL>`` on another machine (dandizarr_server.client_wheel builds it)."""
+``pip install <this URL>`` on another machine (dandizarr_server.client_wheel builds it, once),
+limited per address (``DANDIZARR_THROTTLE_CLIENT_DOWNLOADS``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from django.views.decorators.http import require_safe
 
 from dandizarr_server.client_wheel import client_wheel, wheel_name
 from dandizarr_server.zarr_api.edge.exceptions import error_response
+from dandizarr_server.zarr_api.edge.throttles import CLIENT_DOWNLOAD_THROTTLES, throttled_by
 
 # Under the data directory: one built wheel per set of sources, kept across restarts.
 CACHE_DIRECTORY = "client"
 
 
 @require_safe
+@throttled_by(CLIENT_DOWNLOAD_THROTTLES, "the client's wheel from this address")
 def client_wheel_download(request: HttpRequest, filename: str) -> HttpResponse | FileResponse:
     if filename != wheel_name():
         return error_response(
