@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.pages import preview
 from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
 from tests.support.api import Actor, upload
+from tests.support.single_flight import Gate, wait_until
 
 
 def _image_attrs(images: int, channels: int) -> dict[str, Any]:
@@ -99,35 +101,60 @@ def shared_cache(request: pytest.FixtureRequest, settings: Any) -> str:
     return str(request.param)
 
 
+class _ObservedCache:
+    """The cache itself, noting each thread that found a computation's lock taken: from then
+    on it waits for that computation (the single flight's waiting)."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.waiting: set[int] = set()
+
+    def add(self, *args: Any, **kwargs: Any) -> bool:
+        added = bool(self._real.add(*args, **kwargs))
+        if not added:
+            self.waiting.add(threading.get_ident())
+        return added
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+REQUESTS = 4
+
+
 def test_identical_concurrent_requests_compute_once(
-    shared_cache: str, owner: Actor, zarr_id: str
+    shared_cache: str,
+    owner: Actor,
+    zarr_id: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Each request is held where it either computes or waits, and the computation goes on
+    only once all are accounted for: without single flight, REQUESTS computations every run
+    (before, released at once, a late request found the outcome cached and the test passed
+    without single flight in some runs)."""
     archive = ZarrArchive.objects.get(zarr_id=zarr_id)
-    started, release = threading.Event(), threading.Event()
-    calls: list[int] = []
-
-    def compute() -> str:
-        calls.append(1)
-        started.set()
-        assert release.wait(30)
-        return "the outcome"
-
+    observed = _ObservedCache(preview.cache)
+    monkeypatch.setattr(preview, "cache", observed)
+    gate = Gate(tmp_path / "gate")
+    compute = gate.hold(lambda: "the outcome")
     outcomes: list[str] = []
     threads = [
         threading.Thread(
             target=lambda: outcomes.append(preview.cached(archive, "overview", "", compute))
         )
-        for _ in range(4)
+        for _ in range(REQUESTS)
     ]
-    threads[0].start()
-    assert started.wait(30)
-    for thread in threads[1:]:
-        thread.start()
-    release.set()
     for thread in threads:
-        thread.join(30)
-    assert outcomes == ["the outcome"] * 4
-    assert calls == [1], "one computation for four identical requests"
+        thread.start()
+    try:
+        wait_until(lambda: gate.entered() + len(observed.waiting), REQUESTS)
+    finally:
+        gate.release()
+        for thread in threads:
+            thread.join(30)
+    assert outcomes == ["the outcome"] * REQUESTS
+    assert gate.entered() == 1, f"{gate.entered()} computations for {REQUESTS} identical requests"
 
 
 def test_a_request_waiting_too_long_for_another_is_told_to_retry(
