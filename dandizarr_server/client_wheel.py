@@ -11,7 +11,7 @@ runs without Django.
 Built once per set of sources: kept under ``<cache>/<digest of the sources>/``, a file every
 process sees. Single flight: the first request builds it holding an exclusive ``flock`` on that
 directory's lock file; concurrent requests, in any thread or process of the service, wait for
-the lock and serve what it built (before, each of 32 concurrent first requests built its own).
+the lock and serve what it built.
 Built the same bytes every time (sorted entries, fixed timestamps), renamed into place whole.
 
 No Django: settings pass the cache directory.
