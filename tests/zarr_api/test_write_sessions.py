@@ -15,6 +15,7 @@ from dandizarr_server.zarr_api.domain.keys import session_prefix
 from dandizarr_server.zarr_api.models import Batch, SessionFile, WriteSession
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.lookups import archive_get
+from dandizarr_server.zarr_api.services.audit import archive_audit
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from dandizarr_server.zarr_api.services.session_cleanup import write_sessions_sweep
@@ -307,3 +308,14 @@ def test_a_sharded_archive_takes_a_session(
     assert commit(owner, zarr_id, session).status_code == 200
     assert visible(zarr_id) == {"zarr.json": b"{}", "c/0": b"\x00" * 64}
     assert_tree_matches_storage(zarr_id)
+
+
+def test_an_audit_keeps_what_an_open_session_staged(owner: Actor, zarr_id: str) -> None:
+    assert upload(owner.client, zarr_id, BASE).status_code == 200
+    session = begin(owner, zarr_id)
+    stage(owner, zarr_id, session, {"over": b"staged"})
+    report = archive_audit(archive_get(zarr_id, None))
+    assert report.orphan_shards_deleted == []
+    assert commit(owner, zarr_id, session).status_code == 200
+    assert visible(zarr_id) == BASE | {"over": b"staged"}
+    assert not archive_audit(archive_get(zarr_id, None)).drift
