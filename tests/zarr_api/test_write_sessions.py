@@ -312,10 +312,14 @@ def test_a_sharded_archive_takes_a_session(
 
 def test_an_audit_keeps_what_an_open_session_staged(owner: Actor, zarr_id: str) -> None:
     assert upload(owner.client, zarr_id, BASE).status_code == 200
+    # A committed session: the archive has shards, so the audit looks for orphan shards.
+    session = begin(owner, zarr_id)
+    stage(owner, zarr_id, session, {"new": b"first"})
+    assert commit(owner, zarr_id, session).status_code == 200
     session = begin(owner, zarr_id)
     stage(owner, zarr_id, session, {"over": b"staged"})
     report = archive_audit(archive_get(zarr_id, None))
     assert report.orphan_shards_deleted == []
     assert commit(owner, zarr_id, session).status_code == 200
-    assert visible(zarr_id) == BASE | {"over": b"staged"}
+    assert visible(zarr_id) == BASE | {"new": b"first", "over": b"staged"}
     assert not archive_audit(archive_get(zarr_id, None)).drift
