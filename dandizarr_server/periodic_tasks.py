@@ -7,7 +7,12 @@ from typing import Any
 
 
 def beat_schedule(
-    *, stale_sweep_seconds: int, resume_seconds: int, reconcile_seconds: int, garbage_seconds: int
+    *,
+    stale_sweep_seconds: int,
+    resume_seconds: int,
+    reconcile_seconds: int,
+    garbage_seconds: int,
+    session_sweep_seconds: int = 300,
 ) -> dict[str, dict[str, Any]]:
     return {
         "cancel-stale-batches": {
@@ -33,5 +38,9 @@ def beat_schedule(
         "collect-storage-garbage": {
             "task": "dandizarr_server.zarr_api.tasks.collect_storage_garbage",
             "schedule": float(garbage_seconds),
+        },
+        "sweep-write-sessions": {
+            "task": "dandizarr_server.zarr_api.tasks.sweep_write_sessions",
+            "schedule": float(session_sweep_seconds),
         },
     }

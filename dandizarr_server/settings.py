@@ -368,6 +368,12 @@ DANDIZARR_MULTIPART_THRESHOLD_BYTES = env_int("DANDIZARR_MULTIPART_THRESHOLD_BYT
 DANDIZARR_MULTIPART_PART_BYTES = env_int("DANDIZARR_MULTIPART_PART_BYTES", 64 << 20)
 if not 0 < DANDIZARR_MULTIPART_THRESHOLD_BYTES <= 5 << 30:
     raise ValueError("DANDIZARR_MULTIPART_THRESHOLD_BYTES must be between 1 and 5 GiB (S3's PUT)")
+# Write sessions (docs/writing.md): an open session with no write for this long has lost its
+# writer and is ended by the sweep (its staged objects deleted), which runs this often; the
+# paths (files and deletions) one session may change.
+DANDIZARR_WRITE_SESSION_TTL_SECONDS = env_int("DANDIZARR_WRITE_SESSION_TTL_SECONDS", 24 * 3600)
+DANDIZARR_WRITE_SESSION_SWEEP_SECONDS = env_int("DANDIZARR_WRITE_SESSION_SWEEP_SECONDS", 300)
+DANDIZARR_WRITE_SESSION_FILE_LIMIT = env_int("DANDIZARR_WRITE_SESSION_FILE_LIMIT", 1_000_000)
 
 # --- Celery ----------------------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
@@ -401,6 +407,7 @@ CELERY_BEAT_SCHEDULE = beat_schedule(
     resume_seconds=DANDIZARR_RESUME_INTERVAL_SECONDS,
     reconcile_seconds=DANDIZARR_RECONCILE_SWEEP_SECONDS,
     garbage_seconds=DANDIZARR_GC_INTERVAL_SECONDS,
+    session_sweep_seconds=DANDIZARR_WRITE_SESSION_SWEEP_SECONDS,
 )
 
 # --- Logs --------------------------------------------------------------------------------------

@@ -1,7 +1,11 @@
-"""``ArchiveStore``: a read-only zarr-python 3 store over one archive of a dandizarr service.
+"""``ArchiveStore``: a zarr-python 3 store over one archive of a dandizarr service.
 
 ``zarr.open_array(store=ArchiveStore(server, zarr_id), mode="r")`` (or ``zarr.open_group``,
 ``zarr.open``) reads any archive the service holds, zarr v2 or v3, without downloading it.
+
+``ArchiveStore(server, zarr_id, token=..., read_only=False)`` writes into the draft as one
+write session (docs/writing.md; ``store_session``, ``store_writes``): reads see the session's
+writes over the draft, ``commit()`` makes all of it visible at once.
 
 How a key is read (docs/api.md):
 
@@ -39,7 +43,7 @@ try:
     import zarr  # noqa: F401
 except ImportError as error:  # zarr is not a dependency of the service or the upload client
     raise ImportError("ArchiveStore needs zarr-python 3: pip install 'zarr>=3,<4'") from error
-from zarr.abc.store import ByteRequest, Store
+from zarr.abc.store import ByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 
 from dandizarr.client.api import ApiClient
@@ -54,17 +58,18 @@ from dandizarr.client.store_reads import (
     range_header,
     split_key,
 )
+from dandizarr.client.store_session import WritableStore
+from dandizarr.client.store_writes import SessionWrites, files_with_changes, names_with_changes
 
 POOL_SIZE = 32
 PAGE_SIZE = 1000  # the service's largest page_size
 RECURSIVE_LIMIT = 10000  # the service's largest limit for recursive listings
 
 
-class ArchiveStore(Store):
-    """A read-only zarr store over archive ``zarr_id`` of the service at ``server_url``."""
+class ArchiveStore(WritableStore):
+    """A zarr store over archive ``zarr_id`` of the service at ``server_url``: read-only, or
+    (``read_only=False``) writing into write session ``session_id`` (a new one when None)."""
 
-    supports_writes = False
-    supports_deletes = False
     supports_listing = True
 
     def __init__(
@@ -78,10 +83,10 @@ class ArchiveStore(Store):
         page_size: int = PAGE_SIZE,
         recursive_limit: int = RECURSIVE_LIMIT,
         retry: RetryPolicy | None = None,
+        session_id: str | None = None,
     ) -> None:
-        if not read_only:
-            raise ValueError("ArchiveStore is read-only")
-        super().__init__(read_only=True)
+        self._writes: SessionWrites | None = None
+        super().__init__(read_only=read_only)
         self.server_url = server_url.rstrip("/")
         self.zarr_id = zarr_id
         self.token = token
@@ -103,6 +108,10 @@ class ArchiveStore(Store):
         # Requests made, for the curious (and the tests): service calls and storage reads.
         self.api_requests = 0
         self.storage_requests = 0
+        if not read_only and session_id is None:
+            session_id = str(self.client.begin_session(zarr_id)["session_id"])
+        if session_id is not None:  # read-only too: zarr's mode="r" copy reads the session
+            self._writes = SessionWrites(self.client, zarr_id, session_id)
 
     # --- identity ------------------------------------------------------------------------------
 
@@ -111,21 +120,30 @@ class ArchiveStore(Store):
             isinstance(other, ArchiveStore)
             and self.server_url == other.server_url
             and self.zarr_id == other.zarr_id
+            and self.session_id == other.session_id
         )
 
     def __hash__(self) -> int:
-        return hash((type(self), self.server_url, self.zarr_id))
+        return hash((type(self), self.server_url, self.zarr_id, self.session_id))
 
     def __repr__(self) -> str:
-        return f"ArchiveStore({self.server_url!r}, {self.zarr_id!r})"
+        session = f", session_id={self.session_id!r}" if self.session_id else ""
+        return f"ArchiveStore({self.server_url!r}, {self.zarr_id!r}{session})"
 
     def __str__(self) -> str:
         return f"{self.server_url}/api/zarr/{self.zarr_id}/tree/"
 
     def with_read_only(self, read_only: bool = False) -> ArchiveStore:
-        if not read_only:
-            raise ValueError("ArchiveStore is read-only")
-        return ArchiveStore(self.server_url, self.zarr_id, self.token, **self._options())
+        """The same archive and session (if any), read-only or writing (into a new session
+        when this store has none)."""
+        return ArchiveStore(
+            self.server_url,
+            self.zarr_id,
+            self.token,
+            read_only=read_only,
+            session_id=self.session_id,
+            **self._options(),
+        )
 
     def _options(self) -> dict[str, Any]:
         return {
@@ -136,10 +154,13 @@ class ArchiveStore(Store):
         }
 
     def __getstate__(self) -> dict[str, Any]:
+        # What the store is, never a connection: a Dask worker's copy joins the same session.
         return {
             "server_url": self.server_url,
             "zarr_id": self.zarr_id,
             "token": self.token,
+            "read_only": self.read_only,
+            "session_id": self.session_id,
             **self._options(),
         }
 
@@ -262,6 +283,13 @@ class ArchiveStore(Store):
             self.storage_requests += 1
 
     def _get_sync(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
+        if self._writes is not None:
+            cached = self._writes.cached(key)
+            if cached is not None:
+                return cached[range_header(byte_range, len(cached))[1]]
+            changed, staged = self._writes.lookup(key, with_url=True)
+            if changed:
+                return None if staged is None else self._reads.file(staged, byte_range)
         for attempt in range(2):
             entry = self._entry(key, with_url=False)
             if entry is None:
@@ -306,11 +334,11 @@ class ArchiveStore(Store):
 
     async def exists(self, key: str) -> bool:
         await self._ensure_open()
-        return await asyncio.to_thread(self._entry, key, with_url=False) is not None
+        return await asyncio.to_thread(self._file_entry, key) is not None
 
     async def getsize(self, key: str) -> int:
         await self._ensure_open()
-        entry = await asyncio.to_thread(self._entry, key, with_url=False)
+        entry = await asyncio.to_thread(self._file_entry, key)
         if entry is None:
             raise FileNotFoundError(key)
         return entry.size
@@ -319,19 +347,19 @@ class ArchiveStore(Store):
         await self._ensure_open()
         return sum(size for _, size in await asyncio.to_thread(self._files_below, prefix))
 
-    # --- writing: never ----------------------------------------------------------------------
-
-    async def set(self, key: str, value: Buffer) -> None:
-        raise ValueError("ArchiveStore is read-only: upload with the dandizarr client")
-
-    async def delete(self, key: str) -> None:
-        raise ValueError("ArchiveStore is read-only")
-
     # --- listing -----------------------------------------------------------------------------
 
     def _files_below(self, prefix: str) -> list[tuple[str, int]]:
-        """Every (key, size) starting with ``prefix``, in path order, from the recursive listing
-        of the directory holding the prefix."""
+        """Every (key, size) starting with ``prefix``, in path order: the draft's, with the
+        session's changes over them."""
+        found = self._draft_files_below(prefix)
+        if self._writes is None:
+            return found
+        return files_with_changes(found, self._writes.changes(prefix))
+
+    def _draft_files_below(self, prefix: str) -> list[tuple[str, int]]:
+        """Every (key, size) of the draft starting with ``prefix``, in path order, from the
+        recursive listing of the directory holding the prefix."""
         directory = prefix if prefix.endswith("/") or prefix == "" else split_key(prefix)[0]
         url: str | None = self._files_url(directory.strip("/"))
         params: dict[str, Any] | None = {
@@ -364,8 +392,21 @@ class ArchiveStore(Store):
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
         await self._ensure_open()
         path = prefix.strip("/")
-        directory = await asyncio.to_thread(self._directory, path, refresh=True)
-        if directory is None:
-            return
-        for name in sorted(directory.directories | directory.files.keys()):
+        if self._writes is not None:
+            names = await asyncio.to_thread(self._names_in_session, path)
+        else:
+            directory = await asyncio.to_thread(self._directory, path, refresh=True)
+            if directory is None:
+                return
+            names = directory.directories | directory.files.keys()
+        for name in sorted(names):
             yield name
+
+    def _names_in_session(self, path: str) -> Iterable[str]:
+        """The names in directory ``path``: the draft's with the session's changes over them."""
+        assert self._writes is not None
+        directory = self._directory(path, refresh=True) or DirectoryListing()
+        below = f"{path}/" if path else ""
+        return names_with_changes(
+            directory, below, self._writes.changes(below), lambda p: not self._files_below(p)
+        )

@@ -29,6 +29,10 @@ from dandizarr_server.zarr_api.services.lost_writers import lost_writers_batches
 from dandizarr_server.zarr_api.services.multipart_uploads import abandoned_uploads_abort
 from dandizarr_server.zarr_api.services.reconciliation import due_batches_reconcile
 from dandizarr_server.zarr_api.services.recovery import unfinished_batch_ends_finish
+from dandizarr_server.zarr_api.services.session_cleanup import (
+    committed_sessions_settle,
+    write_sessions_sweep,
+)
 from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
 from dandizarr_server.zarr_api.services.upload_batches import stale_batches_cancel
 
@@ -46,6 +50,19 @@ def apply_tree_updates(archive_pk: int) -> str | None:
     """Apply the archive's pending batches to its .checksum tree (serialized per archive)."""
     summary = tree_update_apply(archive_pk)
     return summary.digest if summary else None
+
+
+@shared_task(**RETRIED_ON_ANY_ERROR, retry_backoff_max=60, max_retries=10)
+def settle_write_sessions(archive_pk: int) -> int:
+    """After a tree update applied committed write sessions: their deleted paths' loose
+    objects deleted (the sweep does what a lost task left)."""
+    return committed_sessions_settle(archive_pk)
+
+
+@shared_task(acks_late=True)
+def sweep_write_sessions() -> int:
+    """End write sessions whose writer is gone; clean up after ended ones."""
+    return write_sessions_sweep()
 
 
 @shared_task(acks_late=True)

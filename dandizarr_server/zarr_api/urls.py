@@ -3,7 +3,7 @@
 from django.urls import include, path
 
 from dandizarr_server.zarr_api.routes import dandi as dandi_urls
-from dandizarr_server.zarr_api.views import archives, dandisets, files, versions
+from dandizarr_server.zarr_api.views import archives, dandisets, files, sessions, versions
 
 zarr = "api/zarr/<str:zarr_id>/"
 draft_assets = "api/dandisets/<str:identifier>/versions/<str:version>/assets/"
@@ -52,6 +52,28 @@ urlpatterns = [
         zarr + "versions/<str:number>/reset/",
         versions.DraftResetView.as_view(),
         name="zarr-version-reset",
+    ),
+    path(zarr + "sessions/", sessions.SessionsView.as_view(), name="zarr-sessions"),
+    path(zarr + "sessions/<str:session_id>/", sessions.SessionView.as_view(), name="zarr-session"),
+    path(
+        zarr + "sessions/<str:session_id>/files/",
+        sessions.SessionFilesView.as_view(),
+        name="zarr-session-files",
+    ),
+    path(
+        zarr + "sessions/<str:session_id>/deletions/",
+        sessions.SessionDeletionsView.as_view(),
+        name="zarr-session-deletions",
+    ),
+    path(
+        zarr + "sessions/<str:session_id>/changes/",
+        sessions.SessionChangesView.as_view(),
+        name="zarr-session-changes",
+    ),
+    path(
+        zarr + "sessions/<str:session_id>/commit/",
+        sessions.SessionCommitView.as_view(),
+        name="zarr-session-commit",
     ),
     # The unambiguous form of browsing, and the spec's form (upload/ and files/ win there).
     path(zarr + "files/<path:path>", files.FilesView.as_view(), name="zarr-file"),

@@ -430,7 +430,7 @@ def test_store_properties(v3: Uploaded) -> None:
     assert store == ArchiveStore(v3.server + "/", v3.zarr_id, token="whatever")
     assert store != ArchiveStore(v3.server, "other")
     assert v3.keep(store.with_read_only(True)) == store
-    with pytest.raises(ValueError):
+    with pytest.raises(ClientError):  # writing begins a session: a token is needed
         store.with_read_only(False)
     with pytest.raises(ValueError):
         zarr.open_group(store=store, mode="a")

@@ -74,6 +74,12 @@ ROUTES = {
     "zarr-version-changes": PRIVATE,
     "zarr-version-reset": PRIVATE,
     "zarr-ome": PRIVATE,
+    "zarr-sessions": PRIVATE,
+    "zarr-session": PRIVATE,
+    "zarr-session-files": PRIVATE,
+    "zarr-session-deletions": PRIVATE,
+    "zarr-session-changes": PRIVATE,
+    "zarr-session-commit": PRIVATE,
     "page-home": LISTS,
     "dandiset-list": LISTS,
     "zarr-list": LISTS,
@@ -98,6 +104,7 @@ ABSENT = {
     "version": "draft",
     "asset_id": "00000000-0000-4000-8000-000000000001",
     "batch_id": "999999",
+    "session_id": "00000000-0000-4000-8000-000000000002",
     "path": "img/0.0",
     "key": "img/0.0",
     "storage_key": "zarr/00000000-0000-4000-8000-000000000000/img/0.0",
@@ -137,12 +144,15 @@ def private(owner: Actor, s3_storage: str) -> dict[str, str]:
     assert asset.status_code == 201, asset.content
     batch = Batch.objects.filter(archive__zarr_id=zarr_id).first()
     assert batch is not None
+    session = owner.client.post(f"/api/zarr/{zarr_id}/sessions/")
+    assert session.status_code == 201, session.content
     return {
         "identifier": identifier,
         "zarr_id": zarr_id,
         "version": "draft",
         "asset_id": asset.json()["asset_id"],
         "batch_id": str(batch.pk),
+        "session_id": session.json()["session_id"],
         "path": "img/0.0",
         "key": "img/0.0",
         "storage_key": f"zarr/{zarr_id}/img/0.0",

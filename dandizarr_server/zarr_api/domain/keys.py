@@ -2,7 +2,8 @@
 
 ``zarr/{zarr_id}/{path}`` holds each loose file, ``zarr_checksums/{zarr_id}/{dir}/.checksum``
 each directory's listing, ``zarr_shards/{zarr_id}/{name}`` each shard object of a sharded
-archive (docs/sharded.md).
+archive (docs/sharded.md), and ``zarr_shards/{zarr_id}/sessions/{session_id}/{hex}`` each file a
+write session staged (docs/writing.md): after its commit, a one-member shard object.
 """
 
 from __future__ import annotations
@@ -49,6 +50,21 @@ def new_shard_key(zarr_id: uuid.UUID | str, name: str) -> str:
     """A fresh key for a shard object named ``name``: shard objects are never overwritten, so
     a reader holding a member's location never reads another object's bytes."""
     return f"{shards_prefix(zarr_id)}{name}.{uuid.uuid4().hex[:12]}"
+
+
+def session_prefix(zarr_id: uuid.UUID | str, session_id: uuid.UUID | str) -> str:
+    """Where write session ``session_id`` stages its files: under the archive's shard prefix,
+    so every rule of shard objects (public reads, the audit's known objects, garbage
+    collection's references) covers them once committed."""
+    return f"{shards_prefix(zarr_id)}sessions/{session_id}/"
+
+
+def new_staged_key(zarr_id: uuid.UUID | str, session_id: uuid.UUID | str) -> str:
+    """A fresh key for one write of a session: never reused (an md5-bound URL replayed later
+    can only write the bytes it was signed for, to a key no other write has), of a fixed
+    length whatever the path (a path of any accepted length can be staged), and unlike
+    every shard key a pack batch makes (those end in ``.`` and 12 hex digits)."""
+    return f"{session_prefix(zarr_id, session_id)}{uuid.uuid4().hex}"
 
 
 def split_upload_key(key: str) -> tuple[str, str, str] | None:

@@ -5,7 +5,8 @@ Every read looks its rows up through ``dandizarr_server.zarr_api.selectors.looku
 ``user_can_read`` (or filters lists with ``readable_dandisets``): a private row is absent to
 everyone else, with the very answer an absent row gets, so nothing confirms it exists.
 
-Writing: owners and staff (``require_writer``), checked after the row was found readable.
+Writing: owners and staff (``require_writer``), checked after the row was found readable; a
+write session, its own writer (``require_session_writer``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Exists, OuterRef, Q
 
 from dandizarr_server.zarr_api.edge.exceptions import Forbidden
-from dandizarr_server.zarr_api.models import Dandiset
+from dandizarr_server.zarr_api.models import Dandiset, WriteSession
 
 # Whoever made the request: a user, or anonymous.
 Requester = AbstractBaseUser | AnonymousUser
@@ -55,6 +56,13 @@ def readable_dandisets(user: Requester | None, prefix: str = "") -> Q:
 def require_writer(user: Requester | None, dandiset: Dandiset) -> None:
     if not user_can_write(user, dandiset):
         raise Forbidden(f"only owners of dandiset {dandiset.identifier} (or staff) may do this")
+
+
+def require_session_writer(user: Requester | None, session: WriteSession) -> None:
+    """A write session is its writer's (every process writing with the writer's token), or
+    staff's; checked after ``require_writer``."""
+    if not _is_staff(user) and session.user_id != getattr(user, "pk", None):
+        raise Forbidden(f"write session {session.session_id} is another user's")
 
 
 def recorded_user(user: Requester | None) -> User | None:

@@ -30,6 +30,7 @@ from dandizarr_server.zarr_api.selectors.draft_trees import archive_tree
 from dandizarr_server.zarr_api.selectors.shard_members import live_members
 from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5
 from dandizarr_server.zarr_api.selectors.version_trees import version_tree
+from dandizarr_server.zarr_api.selectors.write_sessions import staged_keys
 
 
 @dataclass
@@ -243,7 +244,10 @@ def _audit_members(archive: ZarrArchive) -> MemberAudit:
                 corrupted.append({"path": member.path, "expected": member.md5, "actual": md5})
             if md5:
                 entries.append((member.path, member.length, md5))
-    orphans = [info.key for info in store.list(archive.shard_prefix) if info.key not in known_keys]
+    listed = [info.key for info in store.list(archive.shard_prefix) if info.key not in known_keys]
+    # Read after the listing: a file staged meanwhile was recorded before its URL was made.
+    staged = staged_keys(archive, listed)
+    orphans = [key for key in listed if key not in staged]
     entries.sort()
     return MemberAudit(entries, corrupted, orphans)
 

@@ -33,8 +33,14 @@ def pending_changes(
     changes: dict[str, FileState | None] = {}
     for kind, path, md5, size in _pending_rows(archive, batch_ids, "md5", "size"):
         # Pending uploads were verified, which recorded their sizes (members declare theirs).
-        changes[path] = None if kind == Batch.Kind.DELETE else FileState(size=size or 0, md5=md5)
+        changes[path] = None if row_removes(kind, md5) else FileState(size=size or 0, md5=md5)
     return changes
+
+
+def row_removes(kind: str, md5: str) -> bool:
+    """Whether a batch row removes its path: every row of a deletion, and a write session's
+    rows without an md5 (its deletions; its files have one)."""
+    return kind == Batch.Kind.DELETE or (kind == Batch.Kind.SESSION and not md5)
 
 
 def _pending_rows(
@@ -58,8 +64,8 @@ def pending_paths(archive: ZarrArchive) -> dict[str, FileState | None]:
     checks read: a pending pack batch of 100,000 members held as states beside the next
     batch's start was 13 MB more of md5 strings and FileStates (docs/performance.md)."""
     paths: dict[str, FileState | None] = {}
-    for kind, path in _pending_rows(archive, None):
-        paths[path] = None if kind == Batch.Kind.DELETE else PENDING_FILE
+    for kind, path, md5 in _pending_rows(archive, None, "md5"):
+        paths[path] = None if row_removes(kind, md5) else PENDING_FILE
     return paths
 
 

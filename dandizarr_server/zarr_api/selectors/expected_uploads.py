@@ -12,6 +12,7 @@ from django.db.models import Exists, OuterRef, Q
 from dandizarr_server.zarr_api.domain.keys import split_upload_key
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Dandiset, Shard
 from dandizarr_server.zarr_api.parsers.identifiers import parse_zarr_id
+from dandizarr_server.zarr_api.selectors.write_sessions import staged_upload_expected
 
 # The batch's uploader may still write to its dandiset (permissions.user_can_write, as a
 # filter): one removed from its owners has URLs that no longer PUT.
@@ -26,8 +27,9 @@ _UPLOADER_MAY_WRITE = Q(batch__user__is_staff=True) | Q(
 
 def upload_expected(key: str, md5: str | None) -> bool:
     """An open batch lists ``key`` with ``md5``: a loose file of an open upload batch of its
-    archive, or a shard object of an open pack batch. ``md5`` None (an ACL URL of an old dandi
-    client, which signs no md5): any md5; the batch's completion verifies the bytes."""
+    archive, or a shard object of an open pack batch (or a file an open write session
+    staged). ``md5`` None (an ACL URL of an old dandi client, which signs no md5): any md5;
+    the batch's completion verifies the bytes."""
     same_md5 = {} if md5 is None else {"md5": md5}
     split = split_upload_key(key)
     if split is None:
@@ -52,7 +54,7 @@ def upload_expected(key: str, md5: str | None) -> bool:
         batch__state=Batch.State.OPEN,
         batch__kind=Batch.Kind.PACK,
         **same_md5,
-    ).exists()
+    ).exists() or staged_upload_expected(key, md5)
 
 
 @dataclass(slots=True)

@@ -1,6 +1,7 @@
 """What may reference a page of an archive's object versions, for the garbage collection
 (services.garbage, which decides from it what goes): open batches' uploads, live shards, the
-draft's tree and the FileHistory rows, read in the one safe order."""
+draft's tree and the FileHistory rows, and open write sessions' staged files, read in the one
+safe order."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
 from dandizarr_server.zarr_api.selectors.stored_md5s import stored_md5s
+from dandizarr_server.zarr_api.selectors.write_sessions import staged_keys
 
 
 @dataclass
@@ -25,6 +27,8 @@ class References:
     live_shards: set[str]
     # (key, composite ETag) -> the md5 proven of that multipart object's bytes.
     md5_of: dict[tuple[str, str], str]
+    # Files open write sessions staged (shard keys no Shard row has yet).
+    staged: set[str]
 
 
 def garbage_references(archive: ZarrArchive, page: list[ObjectVersion]) -> References:
@@ -41,6 +45,8 @@ def garbage_references(archive: ZarrArchive, page: list[ObjectVersion]) -> Refer
         batch__archive=archive, batch__state__in=BUSY_STATES, path__in=list(paths)
     ).values_list("path", "md5")
     writing = {(paths[p], md5) for p, md5 in open_files}
+    # Before the shards: a session committing meanwhile has its files' Shard rows by then.
+    staged = staged_keys(archive, keys)
     live = Shard.objects.filter(archive=archive, key__in=keys).exclude(state=Shard.State.DISCARDED)
     live_shards = set(live.values_list("key", flat=True))
     archive = ZarrArchive.objects.get(pk=archive.pk)
@@ -63,4 +69,4 @@ def garbage_references(archive: ZarrArchive, page: list[ObjectVersion]) -> Refer
         if head is not None and head.size == v.size:
             md5s[(v.key, v.etag)] = current[(head.key, head.etag)]
     md5_of = {pair: md5 for pair, md5 in md5s.items() if md5 is not None and md5 != pair[1]}
-    return References(history, draft, writing, live_shards, md5_of)
+    return References(history, draft, writing, live_shards, md5_of, staged)

@@ -7,6 +7,8 @@ What is referenced, per key of the archive:
   row names (its key and md5), and whatever an open upload batch is writing;
 - a shard object: while a Shard row that is not discarded has its key, and any of its versions
   a FileHistory row names;
+- a file a write session staged (``zarr_shards/{id}/sessions/...``): while the session is open,
+  then as the shard its commit made of it;
 - a ``.checksum`` listing: the current one (versions are computed, never read from storage).
 Everything else (overwritten or deleted files no version holds, cancelled and abandoned uploads,
 discarded shards, replaced listings, objects the database never knew) is reclaimable once it has
@@ -82,7 +84,7 @@ def _needed(version: ObjectVersion, refs: References, checksums: str) -> tuple[b
     if (key, "") in refs.history or (key, md5) in refs.history:
         return True, not version.latest
     # Not by "latest": a listing racing writes may name another version latest.
-    if key in refs.live_shards or (key, md5) in refs.writing:
+    if key in refs.live_shards or key in refs.staged or (key, md5) in refs.writing:
         return True, False
     return refs.draft.get(key) == md5, False
 

@@ -51,13 +51,15 @@ def locations_apply(
     rows = (
         BatchFile.objects.filter(batch_id__in=batch_ids)
         .order_by("batch__sequence", "id")
-        .values_list("batch__kind", "path", "id")
+        .values_list("batch__kind", "path", "id", "shard_id")
     )
     uploaded_loose: set[str] = set()
-    for kind, path, row_id in rows.iterator(chunk_size=2000):
+    for kind, path, row_id, shard_id in rows.iterator(chunk_size=2000):
         if kind == Batch.Kind.UPLOAD:
             uploaded_loose.add(path)
-        final[path] = row_id if kind == Batch.Kind.PACK else None
+        # Packed: a pack batch's members, and a write session's files (each its own shard).
+        packs = kind == Batch.Kind.PACK or (kind == Batch.Kind.SESSION and shard_id is not None)
+        final[path] = row_id if packs else None
     if not final:
         return result
     dead: Counter[int] = Counter()

@@ -11,6 +11,7 @@ from dandizarr_server.zarr_api.selectors.lookups import archives_with_stalled_tr
 from dandizarr_server.zarr_api.services.batch_endings import BATCH_END_FINISHERS
 from dandizarr_server.zarr_api.services.embargo import unfinished_releases_finish
 from dandizarr_server.zarr_api.services.reconciliation import due_batches_reconcile
+from dandizarr_server.zarr_api.services.session_cleanup import write_sessions_sweep
 from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
 
 logger = logging.getLogger(__name__)
@@ -39,3 +40,4 @@ def recover_at_start() -> None:
     for archive_pk in archives_with_stalled_tree_updates(older_than_seconds=0):
         tree_update_apply(archive_pk)
     due_batches_reconcile()
+    write_sessions_sweep()

@@ -12,7 +12,11 @@ from django.utils import timezone
 from dandizarr.checksums import TreeSummary, apply_changes
 from dandizarr_server.zarr_api.models import Batch, TreeLock, ZarrArchive
 from dandizarr_server.zarr_api.runtime import metrics
-from dandizarr_server.zarr_api.runtime.scheduling import COMPACT_SHARD, schedule_on_commit
+from dandizarr_server.zarr_api.runtime.scheduling import (
+    COMPACT_SHARD,
+    SETTLE_WRITE_SESSIONS,
+    schedule_on_commit,
+)
 from dandizarr_server.zarr_api.runtime.tree import CachedTree, tree_version
 from dandizarr_server.zarr_api.selectors.archive_contents import pending_changes
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached, paths_in_tree
@@ -27,6 +31,9 @@ from dandizarr_server.zarr_api.services.multipart_proofs import pending_uploads_
 from dandizarr_server.zarr_api.services.pack_batches import pending_pack_batches_verify
 
 logger = logging.getLogger(__name__)
+
+# Batches whose rows may put files into shards (member rows to move, loose copies to delete).
+PACKING_KINDS = (Batch.Kind.PACK, Batch.Kind.SESSION)
 
 
 def tree_update_apply(archive_pk: int) -> TreeSummary | None:
@@ -57,7 +64,7 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
             # Read under the TreeLock: the row names the tree's committed version.
             tree = cached = draft_tree_cached(archive)
             # Packed paths that were loose files may leave loose objects to delete.
-            packing = Batch.objects.filter(pk__in=batch_ids, kind=Batch.Kind.PACK).exists()
+            packing = Batch.objects.filter(pk__in=batch_ids, kind__in=PACKING_KINDS).exists()
             in_tree = paths_in_tree(cached, changes) if packing else set()
             summary = apply_changes(cached, changes)
             # A pack batch's 100,000 paths and states: freed before locations_apply reads
@@ -69,6 +76,9 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
                 transaction.on_commit(lambda: stale_loose_copies_delete(archive_pk, packed))
             for shard_pk in locations.to_compact:
                 schedule_on_commit(COMPACT_SHARD, shard_pk)
+            if Batch.objects.filter(pk__in=batch_ids, kind=Batch.Kind.SESSION).exists():
+                # Loose objects of the paths committed sessions deleted go once this commits.
+                schedule_on_commit(SETTLE_WRITE_SESSIONS, archive_pk)
             now = timezone.now()
             ZarrArchive.objects.filter(pk=archive_pk).update(
                 checksum=summary.digest, file_count=summary.count, size=summary.size, modified=now

@@ -1,0 +1,232 @@
+"""``ArchiveStore(..., read_only=False)`` against the live service (Django's test server, S3 on
+moto over HTTP, tasks inline): zarr-python writes through a write session, reads its own
+writes, and ``commit()`` makes all of it visible at once with the checksum the same tree has
+written locally (docs/writing.md)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import requests
+import zarr
+from django.utils import timezone
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+from zarr.storage import LocalStore
+
+from dandizarr.client.errors import Conflict
+from dandizarr.client.store import ArchiveStore
+from dandizarr_server.zarr_api.domain.keys import session_prefix
+from dandizarr_server.zarr_api.models import WriteSession
+from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.services.session_cleanup import write_sessions_sweep
+from tests.support.api import expected_checksum
+from tests.support.live_client import Service
+
+PROTO = default_buffer_prototype()
+IMAGE = np.arange(64 * 48, dtype="uint16").reshape(64, 48)
+
+
+@pytest.fixture
+def archive(service: Service) -> str:
+    response = service.api(
+        "POST", "/api/zarr/", json={"name": "written.zarr", "dandiset": service.dandiset}
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["zarr_id"])
+
+
+@pytest.fixture
+def opened(service: Service, archive: str) -> Iterator[Any]:
+    """``opened(**kwargs)``: a store on the archive, closed when the test ends."""
+    stores: list[ArchiveStore] = []
+
+    def make(**kwargs: Any) -> ArchiveStore:
+        kwargs.setdefault("token", service.token)
+        stores.append(ArchiveStore(service.url, archive, **kwargs))
+        return stores[-1]
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+def local_files(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def write_image(store: Any) -> zarr.Array:
+    group = zarr.open_group(store=store, mode="a")
+    array = group.create_array("image", shape=IMAGE.shape, chunks=(16, 16), dtype="uint16")
+    array[:] = IMAGE
+    group.attrs["written"] = "through a session"
+    return array
+
+
+def image_of(store: ArchiveStore) -> Any:
+    return zarr.open_array(store=store, path="image", mode="r")[:]
+
+
+def public_read(service: Service, archive: str, key: str) -> requests.Response:
+    return requests.get(f"{service.url}/zarr/{archive}/{key}", timeout=30)
+
+
+def test_zarr_writes_through_a_session_and_commit_makes_it_visible(
+    service: Service, archive: str, opened: Any, tmp_path: Path
+) -> None:
+    store = opened(read_only=False)
+    write_image(store)
+    # Read your writes, before any commit: the group, the array and its data.
+    again: Any = zarr.open_group(store=store, mode="r")
+    assert np.array_equal(again["image"][:], IMAGE)
+    assert again.attrs["written"] == "through a session"
+    assert sorted(sync(collect(store.list_dir("")))) == ["image", "zarr.json"]
+    # Any other reader sees the draft as it was: nothing.
+    assert public_read(service, archive, "zarr.json").status_code == 404
+    assert public_read(service, archive, "image/c/0/0").status_code == 404
+    assert service.archive(archive)["file_count"] == 0
+    checksum = store.commit()
+    # The same tree written locally has the same checksum.
+    write_image(LocalStore(tmp_path / "local.zarr"))
+    files = local_files(tmp_path / "local.zarr")
+    assert checksum == expected_checksum(files) == service.archive(archive)["checksum"]
+    for key, body in files.items():
+        read = public_read(service, archive, key)
+        assert (read.status_code, read.content) == (200, body), key
+    reader = opened()
+    assert np.array_equal(zarr.open_array(store=reader, path="image", mode="r")[:], IMAGE)
+    with pytest.raises(ValueError):
+        sync(store.set("late", PROTO.buffer.from_bytes(b"x")))
+
+
+async def _collect(iterator: Any) -> list[str]:
+    return [item async for item in iterator]
+
+
+def collect(iterator: Any) -> Any:
+    return _collect(iterator)
+
+
+def test_delete_and_overwrite_read_back_and_abort_changes_nothing(
+    service: Service, archive: str, opened: Any
+) -> None:
+    first = opened(read_only=False)
+    write_image(first)
+    before = first.commit()
+    store = opened(read_only=False)
+    array = zarr.open_array(store=store, path="image", mode="r+")
+    array[:16, :16] = 7
+    sync(store.delete_dir("image/c/3"))
+    sync(store.delete("zarr.json"))
+    assert not sync(store.exists("zarr.json"))
+    assert not [k for k in sync(collect(store.list_prefix("image/c/3/")))]
+    assert "3" not in sync(collect(store.list_dir("image/c")))
+    assert (image_of(store)[:16, :16] == 7).all()
+    store.abort()
+    assert service.archive(archive)["checksum"] == before
+    assert public_read(service, archive, "zarr.json").status_code == 200
+    prefix = session_prefix(archive, str(store.session_id))
+    assert list(get_store().list(prefix)) == []
+
+
+def test_a_conflicting_commit_raises_conflict_and_changes_nothing(
+    service: Service, archive: str, opened: Any
+) -> None:
+    write = opened(read_only=False)
+    write_image(write)
+    write.commit()
+    slow, fast = opened(read_only=False), opened(read_only=False)
+    zarr.open_array(store=slow, path="image", mode="r+")[:16, :16] = 1
+    zarr.open_array(store=fast, path="image", mode="r+")[:16, :16] = 2
+    checksum = fast.commit()
+    with pytest.raises(Conflict) as raised:
+        slow.commit()
+    assert raised.value.code == "session_conflict"
+    assert service.archive(archive)["checksum"] == checksum
+    # Disjoint sessions both commit.
+    left, right = opened(read_only=False), opened(read_only=False)
+    zarr.open_array(store=left, path="image", mode="r+")[:16, 16:32] = 3
+    zarr.open_array(store=right, path="image", mode="r+")[48:, 32:] = 4
+    left.commit()
+    right.commit()
+    image = image_of(opened())
+    assert (image[:16, :16] == 2).all() and (image[:16, 16:32] == 3).all()
+    assert (image[48:, 32:] == 4).all()
+
+
+def test_the_store_pickles_into_the_same_session(
+    service: Service, archive: str, opened: Any
+) -> None:
+    store = opened(read_only=False)
+    group = zarr.open_group(store=store, mode="a")
+    group.create_array("image", shape=IMAGE.shape, chunks=(16, 16), dtype="uint16")
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy == store and copy.session_id == store.session_id and not copy.read_only
+    # The copy (a Dask worker's) reads the metadata the original wrote, and writes chunks.
+    zarr.open_array(store=copy, path="image", mode="r+")[:] = IMAGE
+    copy.close()
+    store.commit()
+    assert np.array_equal(zarr.open_array(store=opened(), path="image", mode="r")[:], IMAGE)
+
+
+WRITER = """
+import sys, time
+import numpy as np, zarr
+from dandizarr.client.store import ArchiveStore
+
+store = ArchiveStore(sys.argv[1], sys.argv[2], token=sys.argv[3], read_only=False)
+zarr.open_array(store=store, path="image", mode="r+")[:32] = 5
+print(store.session_id, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_writer_killed_mid_session_leaves_the_draft_as_it_was(
+    service: Service, archive: str, opened: Any
+) -> None:
+    write_image(first := opened(read_only=False))
+    before = first.commit()
+    writer = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(WRITER), service.url, archive, service.token],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    assert writer.stdout is not None
+    session_id = writer.stdout.readline().strip()
+    assert session_id, "the writer failed before it wrote"
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    assert service.archive(archive)["checksum"] == before
+    prefix = session_prefix(archive, session_id)
+    assert list(get_store().list(prefix))  # what it staged, until the sweep
+    # The next session commits while the dead one is open.
+    store = opened(read_only=False)
+    zarr.open_array(store=store, path="image", mode="r+")[:16, :16] = 9
+    after = store.commit()
+    assert after != before
+    # The dead session expires and what it staged is collected.
+    WriteSession.objects.filter(session_id=session_id).update(
+        expires=timezone.now() - timedelta(seconds=1)
+    )
+    write_sessions_sweep()
+    assert WriteSession.objects.get(session_id=session_id).state == "expired"
+    assert list(get_store().list(prefix)) == []
+    assert service.archive(archive)["checksum"] == after
+    time.sleep(0)
