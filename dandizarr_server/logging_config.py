@@ -4,9 +4,43 @@ Django's, Celery's) get the same fields."""
 
 from __future__ import annotations
 
-from typing import Any
+import traceback
+from typing import Any, TextIO
 
 import structlog
+from structlog.typing import ExcInfo
+
+# A traceback in any log format: plain text (never rich's rendering, whose cost grows with the
+# stack and its locals: a 300-deep RecursionError held `dandizarr serve` for minutes), its last
+# TRACEBACK_FRAMES frames of each exception, at most TRACEBACK_CHARS characters in all. A 500
+# then costs its log what a 200 does, give or take a few kilobytes.
+TRACEBACK_FRAMES = 20
+TRACEBACK_CHARS = 8192
+
+
+def bounded_traceback(exc_info: ExcInfo) -> str:
+    """``exc_info`` as plain traceback text, bounded (``TRACEBACK_FRAMES``, ``TRACEBACK_CHARS``)."""
+    exc_type, exc, tb = exc_info
+    formatted = traceback.TracebackException(
+        exc_type, exc, tb, limit=-TRACEBACK_FRAMES, compact=True, max_group_depth=4
+    )
+    text = ""
+    for piece in formatted.format():
+        # The exception's message comes last and may be the long part (a refused value):
+        # each piece is cut so that the frames before it still fit.
+        text += piece[:TRACEBACK_CHARS]
+        if len(text) >= TRACEBACK_CHARS:
+            return text[:TRACEBACK_CHARS] + "\n[traceback cut]"
+    return text.rstrip("\n")
+
+
+def _console_traceback(sio: TextIO, exc_info: ExcInfo) -> None:
+    sio.write("\n" + bounded_traceback(exc_info))
+
+
+# exc_info of any event (ours, or a plain logging call's, as Django's request logger makes)
+# becomes the bounded text under "exception" before a renderer sees it.
+_EXCEPTIONS = structlog.processors.ExceptionRenderer(bounded_traceback)
 
 _STRUCTLOG_CHAIN: list[structlog.typing.Processor] = [
     structlog.contextvars.merge_contextvars,
@@ -24,7 +58,7 @@ def structured_logging(log_format: str, level: str) -> dict[str, Any]:
         *_STRUCTLOG_CHAIN,
         structlog.stdlib.PositionalArgumentsFormatter(),
         structlog.processors.StackInfoRenderer(),
-        structlog.processors.format_exc_info,
+        _EXCEPTIONS,
         structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
     ]
     if structlog.is_configured():
@@ -49,10 +83,13 @@ def structured_logging(log_format: str, level: str) -> dict[str, Any]:
                 "processor": (
                     structlog.processors.JSONRenderer()
                     if log_format == "json"
-                    else structlog.dev.ConsoleRenderer(colors=False)
+                    else structlog.dev.ConsoleRenderer(
+                        colors=False, exception_formatter=_console_traceback
+                    )
                 ),
-                # Plain logging calls (ours, Django's, Celery's) get the same fields.
-                "foreign_pre_chain": _STRUCTLOG_CHAIN,
+                # Plain logging calls (ours, Django's, Celery's) get the same fields, and
+                # their tracebacks the same bound.
+                "foreign_pre_chain": [*_STRUCTLOG_CHAIN, _EXCEPTIONS],
             }
         },
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},

@@ -99,6 +99,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # A host not in ALLOWED_HOSTS: a plain 400 before anything reads the host and logs a
+    # traceback for it.
+    "dandizarr_server.zarr_api.edge.hosts.UnknownHostMiddleware",
     # Requests by view and status, with latencies (django-prometheus): first and last.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -122,7 +125,7 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 if USER_CONTENT_HOST:
-    MIDDLEWARE.insert(0, "dandizarr_server.user_content_host.UserContentHostMiddleware")
+    MIDDLEWARE.insert(1, "dandizarr_server.user_content_host.UserContentHostMiddleware")
 
 # --- Metrics (/metrics, Prometheus) -----------------------------------------------------------
 # Readable from these networks, or with `Authorization: Bearer <DANDIZARR_METRICS_TOKEN>`;

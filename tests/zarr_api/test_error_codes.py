@@ -116,7 +116,7 @@ def test_a_walk_of_error_answers_each_carries_detail_and_code(
         "zarr_archive_not_found",
         seen,
     )
-    assert_coded(Client(HTTP_HOST="bad host!").get("/api/info/"), 400, "bad_request", seen)
+    assert_coded(Client(HTTP_HOST="bad host!").get("/api/info/"), 400, "unknown_host", seen)
 
     # 401s, 403, 405, 415.
     assert_coded(anonymous.post("/api/dandisets/", {"name": "x"}), 401, "not_authenticated", seen)

@@ -22,14 +22,17 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from dandizarr_server.zarr_api.edge.echo import DETAIL_CHARS, bounded, cut
 from dandizarr_server.zarr_api.runtime.metrics import STORAGE_ERRORS
 
 
 def error_body(detail: str, *, code: str, **extra: Any) -> dict[str, Any]:
     """The one shape of every error the service answers in JSON: ``detail`` for people,
     ``code`` (snake_case, listed in docs/api.md) for programs to decide on, then any fields
-    the error adds (``missing``, ``paths``, ...)."""
-    return {"detail": detail, "code": code, **extra}
+    the error adds (``missing``, ``paths``, ...). Bounded whatever a raise site put in: the
+    detail cut to ``DETAIL_CHARS``, every field through ``bounded`` (edge/echo.py)."""
+    fields = {name: bounded(value) for name, value in extra.items()}
+    return {"detail": cut(detail, DETAIL_CHARS), "code": code, **fields}
 
 
 def error_response(

@@ -14,6 +14,7 @@ from ijson.common import ObjectBuilder
 from rest_framework.exceptions import ParseError
 
 from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
+from dandizarr_server.zarr_api.parsers.json_body import MAX_BODY_NESTING, too_deep
 
 # One parse event: ("start_map", None), ("map_key", "path"), ("string", "0/0"), ...
 Event = tuple[str, Any]
@@ -115,7 +116,8 @@ def json_events(body: JsonBody) -> Iterator[Event]:
 
 def _inside(events: Iterator[Event], event: str) -> Iterator[Event]:
     """The events of the container opened by ``event``, up to and with its closing one (none
-    for a scalar): the depth walk ``value_of`` and ``skip_value`` share."""
+    for a scalar): the depth walk ``value_of`` and ``skip_value`` share. A value nesting deeper
+    than ``MAX_BODY_NESTING`` is refused as its events arrive, before it is built."""
     if event not in OPENERS:
         return
     depth = 1
@@ -123,6 +125,8 @@ def _inside(events: Iterator[Event], event: str) -> Iterator[Event]:
         yield event, value
         if event in OPENERS:
             depth += 1
+            if depth > MAX_BODY_NESTING:
+                raise too_deep()
         elif event in _CLOSERS:
             depth -= 1
             if depth == 0:
