@@ -5,7 +5,7 @@ preview draws; Neuroglancer's view of it. Pure: no Django, no client, no storage
 
 from dandizarr.ome.describe import describe
 from dandizarr.ome.documents import DOCUMENT_NAMES, Documents, Node, node, nodes, parse_document
-from dandizarr.ome.dtypes import dtype_name
+from dandizarr.ome.dtypes import MAX_LISTED, dtype_name
 from dandizarr.ome.model import (
     Axis,
     Channel,
@@ -19,6 +19,7 @@ from dandizarr.ome.model import (
 
 __all__ = [
     "DOCUMENT_NAMES",
+    "MAX_LISTED",
     "Axis",
     "Channel",
     "Collection",

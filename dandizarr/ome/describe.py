@@ -106,15 +106,16 @@ def _transforms(raw: Any, rank: int) -> tuple[tuple[float, ...], tuple[float, ..
     """(scale, translation) of a list of NGFF coordinate transformations."""
     scale, translation = [1.0] * rank, [0.0] * rank
     for transform in raw if isinstance(raw, list) else []:
-        if not isinstance(transform, Mapping):
+        kind = transform.get("type") if isinstance(transform, Mapping) else None
+        if not isinstance(kind, str):
             continue
-        values = _numbers(transform.get(transform.get("type")))
+        values = _numbers(transform.get(kind))
         if values is None or len(values) != rank:
             continue
-        if transform.get("type") == "scale":
+        if kind == "scale":
             scale = [s * v for s, v in zip(scale, values, strict=True)]
             translation = [t * v for t, v in zip(translation, values, strict=True)]
-        elif transform.get("type") == "translation":
+        elif kind == "translation":
             translation = [t + v for t, v in zip(translation, values, strict=True)]
     return tuple(scale), tuple(translation)
 

@@ -36,7 +36,9 @@ from ome_zarr_models.v05 import well as well_v05
 from zarr.core.buffer import cpu
 
 from dandizarr.ome.documents import Documents, Node, join, node
+from dandizarr.ome.dtypes import MAX_LISTED, MAX_NAME_CHARS
 from dandizarr.ome.model import Image, Problem, Summary, Validation
+from dandizarr.sharding.metadata_values import MetadataError, check_nesting
 
 # The versions ome-zarr-models reads, and the Zarr format each is stored in.
 VERSIONS: dict[str, Literal[2, 3]] = {"0.4": 2, "0.5": 3}
@@ -64,16 +66,24 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def _errors(error: Exception, where: Node) -> tuple[Problem, ...]:
+    """The verdict's errors: the first MAX_LISTED, and how many more (a list of 50,000 bad
+    channels is 50,000 errors)."""
     prefix = "ome/" if where.zarr_format == 3 else ""
     if isinstance(error, pydantic.ValidationError):
-        return tuple(
+        found = error.errors(include_url=False)
+        problems = [
             Problem(
-                f"{where.metadata_file}#{prefix}{_location(e['loc'])}".rstrip("#/"),
-                e["msg"],
+                f"{where.metadata_file}#{prefix}{_location(e['loc'])}".rstrip("#/")[
+                    :MAX_NAME_CHARS
+                ],
+                e["msg"][:MAX_NAME_CHARS],
             )
-            for e in error.errors(include_url=False)
-        )
-    return (Problem(where.metadata_file, str(error) or type(error).__name__),)
+            for e in found[:MAX_LISTED]
+        ]
+        if len(found) > MAX_LISTED:
+            problems.append(Problem(where.metadata_file, f"… {len(found) - MAX_LISTED} more"))
+        return tuple(problems)
+    return (Problem(where.metadata_file, (str(error) or type(error).__name__)[:MAX_NAME_CHARS]),)
 
 
 def _version(group: Node, declared: str | None) -> str:
@@ -101,6 +111,16 @@ class Budget:
         return True
 
 
+def _encoded(doc: Any) -> bytes:
+    """A document as the validator's store holds it; MetadataError when it is none JSON
+    writes (nested past MAX_JSON_DEPTH, checked first: the writer recurses)."""
+    check_nesting(doc, "a document")
+    try:
+        return json.dumps(doc).encode("utf-8", "surrogatepass")
+    except (TypeError, ValueError) as error:  # a key no JSON has; an integer past its digits
+        raise MetadataError(f"a document JSON cannot hold ({type(error).__name__})") from None
+
+
 def _group_contents(docs: Documents, group: str, paths: list[str]) -> dict[str, bytes]:
     """The documents of ``group`` and of ``paths`` under it, by key within the group."""
     wanted = {group, *paths}
@@ -109,7 +129,7 @@ def _group_contents(docs: Documents, group: str, paths: list[str]) -> dict[str, 
         directory = name.rpartition("/")[0]
         if directory in wanted:
             key = name[len(group) + 1 :] if group else name
-            contents[key] = json.dumps(doc).encode()
+            contents[key] = _encoded(doc)
     return contents
 
 
@@ -143,7 +163,10 @@ def validate_image(docs: Documents, image: Image, budget: Budget | None = None) 
         return Validation(
             image.path, model.__name__, False, (Problem(group.metadata_file, problem),)
         )
-    contents = _group_contents(docs, image.path, [level.path for level in image.levels])
+    try:
+        contents = _group_contents(docs, image.path, [level.path for level in image.levels])
+    except MetadataError as error:
+        return Validation(image.path, _qualified(model), False, _errors(error, group))
     size = sum(map(len, contents.values()))
     if budget is not None and not budget.spend(size):
         return _unchecked(image.path, model, group, size)
@@ -165,7 +188,10 @@ def validate_attributes(
     if model is None:
         return _unsupported(group, version)
     ome: Mapping[str, Any] = group.ome
-    size = len(json.dumps(ome))
+    try:
+        size = len(_encoded(ome))
+    except MetadataError as error:
+        return Validation(path, _qualified(model), False, _errors(error, group))
     if budget is not None and not budget.spend(size):
         return _unchecked(path, model, group, size)
     try:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from dandizarr.sharding.array_documents import parse_document
 from dandizarr.sharding.array_metadata import DATA_TYPES, ArrayMetadata, ChunkKeyEncoding
 from dandizarr.sharding.codec_registry import pipeline_from_json
 from dandizarr.sharding.codecs.base import ArraySpec, CodecLike, is_fill
@@ -177,7 +178,9 @@ class Array:
         raw = store.get(key)
         if raw is None:
             raise FileNotFoundError(f"no zarr.json at {key!r}")
-        return cls(store, path, ArrayMetadata.from_json(json.loads(raw)), **runtime)
+        # The one parser of metadata documents: bad JSON, or JSON nested past what any
+        # reader takes, is a MetadataError like any other malformed metadata.
+        return cls(store, path, ArrayMetadata.from_json(parse_document(raw)), **runtime)
 
     # -- properties --------------------------------------------------------------------------
 

@@ -2,11 +2,14 @@
 the archive packing (which paths are chunk files), the service's pages (description and
 preview) and OME descriptions (each level's shape) all read.
 
-Every value is an uploader's and is checked before use: shapes and chunk shapes through
-``metadata_ints`` (at most MAX_RANK dimensions, int64 extents), the chunk key encoding, the
-grid. A malformed document is a ``MetadataError`` naming the problem. A v2 array reads as the
-v3 array it is equivalent to (``ArrayDocument.v3_metadata``): the same chunk bytes under ``v2``
-chunk keys, its compressor as a codec.
+Every value is an uploader's and is checked before use: the document's nesting
+(MAX_JSON_DEPTH), shapes and chunk shapes through ``metadata_ints`` (at most MAX_RANK
+dimensions, int64 extents), the chunk key encoding, the grid, a v2 data type (``v2_dtype``),
+fill values and codec configurations through ``dandizarr.sharding.metadata_values``. A
+malformed document is a ``MetadataError`` naming the problem, whatever it holds: every reader
+here returns a value or raises that. A v2 array reads as the v3 array it is equivalent to
+(``ArrayDocument.v3_metadata``): the same chunk bytes under ``v2`` chunk keys, its compressor as
+a codec.
 """
 
 from __future__ import annotations
@@ -27,40 +30,65 @@ from dandizarr.sharding.array_metadata import (
     parse_fill_value,
 )
 from dandizarr.sharding.codecs.compression import blosc_shuffle_name
+from dandizarr.sharding.metadata_values import (
+    MetadataError,
+    check_nesting,
+    shown,
+)
 
 __all__ = [
     "ARRAY_V2",
     "ARRAY_V3",
+    "MAX_DTYPE_FIELDS",
     "ArrayDocument",
     "MetadataError",
     "parse_document",
+    "v2_dtype",
 ]
 
 ARRAY_V2 = ".zarray"
 ARRAY_V3 = "zarr.json"
 
 
-class MetadataError(ValueError):
-    """An array's metadata document is malformed (the uploader's error, not a bug)."""
+# A v2 structured data type: at most this many fields, nested at most this deep (a field's
+# type a list of fields in turn). Real ones have a handful of fields, one level.
+MAX_DTYPE_FIELDS = 256
+MAX_DTYPE_NESTING = 4
 
 
 def parse_document(data: bytes) -> dict[str, Any]:
-    """A metadata file's JSON object; MetadataError for bad JSON, JSON nested past the
-    parser's depth, or anything but an object."""
+    """A metadata file's JSON object; MetadataError for bad JSON, JSON nested past
+    MAX_JSON_DEPTH (or the parser's own depth), or anything but an object."""
     try:
         doc = json.loads(data)
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise MetadataError(f"not valid JSON ({type(error).__name__})") from None
     if not isinstance(doc, dict):
         raise MetadataError("metadata must be a JSON object")
+    check_nesting(doc, "the document")
     return doc
 
 
-def _ints(value: Any, what: str) -> tuple[int, ...]:
+def v2_dtype(value: Any) -> np.dtype[Any]:
+    """The numpy type of a v2 ``dtype`` (a type string, or a structured type's list of
+    ``[name, type]`` or ``[name, type, shape]`` fields); MetadataError when it is none, and
+    before numpy sees it when it has more than MAX_DTYPE_FIELDS fields or nests past
+    MAX_DTYPE_NESTING."""
+    if isinstance(value, list):
+        check_nesting(value, "dtype", MAX_DTYPE_NESTING)
+        if len(value) > MAX_DTYPE_FIELDS:
+            raise MetadataError(f"dtype has {len(value)} fields, more than {MAX_DTYPE_FIELDS}")
+        if not all(isinstance(field, list) for field in value):
+            raise MetadataError("a structured dtype's fields must be lists")
+        spec: Any = [tuple(field) for field in value]
+    elif isinstance(value, str):
+        spec = value
+    else:
+        raise MetadataError(f"dtype must be a string or a list, got {shown(value)}")
     try:
-        return metadata_ints(value, what)
-    except ValueError as error:
-        raise MetadataError(str(error)) from None
+        return np.dtype(spec)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        raise MetadataError(f"dtype {shown(value)} is not one numpy reads") from None
 
 
 @dataclass(frozen=True)
@@ -78,6 +106,8 @@ class ArrayDocument:
     def from_json(cls, name: str, doc: Mapping[str, Any]) -> ArrayDocument | None:
         """The array ``doc`` (the JSON of a file called ``name``) declares; None for a v3
         group; MetadataError when malformed."""
+        if not isinstance(doc, Mapping):
+            raise MetadataError("metadata must be a JSON object")
         if name == ARRAY_V2:
             return cls._v2(doc)
         if name == ARRAY_V3:
@@ -87,51 +117,42 @@ class ArrayDocument:
     @classmethod
     def _v2(cls, doc: Mapping[str, Any]) -> ArrayDocument:
         if doc.get("zarr_format", 2) != 2:
-            raise MetadataError(f"zarr_format must be 2, got {doc.get('zarr_format')!r}")
+            raise MetadataError(f"zarr_format must be 2, got {shown(doc.get('zarr_format'))}")
         for name in ("shape", "chunks", "dtype"):
             if name not in doc:
                 raise MetadataError(f"missing {name!r}")
         separator = doc.get("dimension_separator") or "."
-        if separator not in ("/", "."):
-            raise MetadataError(f"dimension_separator must be '/' or '.', got {separator!r}")
+        if not isinstance(separator, str) or separator not in ("/", "."):
+            raise MetadataError(f"dimension_separator must be '/' or '.', got {shown(separator)}")
         if not isinstance(doc["dtype"], str | list):
-            raise MetadataError(f"dtype must be a string or a list, got {doc['dtype']!r}")
+            raise MetadataError(f"dtype must be a string or a list, got {shown(doc['dtype'])}")
         return cls._checked(
-            2, doc, _ints(doc["shape"], "shape"), _ints(doc["chunks"], "chunks"),
+            2, doc, metadata_ints(doc["shape"], "shape"), metadata_ints(doc["chunks"], "chunks"),
             ChunkKeyEncoding("v2", "/" if separator == "/" else "."),
         )  # fmt: skip
 
     @classmethod
     def _v3(cls, doc: Mapping[str, Any]) -> ArrayDocument | None:
         if doc.get("zarr_format") != 3:
-            raise MetadataError(f"zarr_format must be 3, got {doc.get('zarr_format')!r}")
+            raise MetadataError(f"zarr_format must be 3, got {shown(doc.get('zarr_format'))}")
         node_type = doc.get("node_type")
         if node_type == "group":
             return None
         if node_type != "array":
-            raise MetadataError(f"node_type must be 'array' or 'group', got {node_type!r}")
+            raise MetadataError(f"node_type must be 'array' or 'group', got {shown(node_type)}")
         if "shape" not in doc:
             raise MetadataError("missing 'shape'")
         grid = doc.get("chunk_grid")
         if not isinstance(grid, Mapping) or grid.get("name") != "regular":
-            raise MetadataError(f"only a 'regular' chunk_grid is supported, got {grid!r}")
+            raise MetadataError(f"only a 'regular' chunk_grid is supported, got {shown(grid)}")
         config = grid.get("configuration")
         if not isinstance(config, Mapping) or "chunk_shape" not in config:
             raise MetadataError("chunk_grid has no configuration.chunk_shape")
-        encoding_json = doc.get("chunk_key_encoding") or {"name": "default"}
-        if not isinstance(encoding_json, Mapping | str) or (
-            isinstance(encoding_json, Mapping)
-            and not isinstance(encoding_json.get("configuration") or {}, Mapping)
-        ):
-            raise MetadataError(f"invalid chunk_key_encoding {encoding_json!r}")
-        try:
-            encoding = ChunkKeyEncoding.from_json(encoding_json)
-        except (AttributeError, TypeError, ValueError) as error:
-            raise MetadataError(str(error)) from None
+        encoding = ChunkKeyEncoding.from_json(doc.get("chunk_key_encoding") or {"name": "default"})
+        shape = metadata_ints(doc["shape"], "shape")
         return cls._checked(
-            3, doc, _ints(doc["shape"], "shape"), _ints(config["chunk_shape"], "chunk_shape"),
-            encoding,
-        )  # fmt: skip
+            3, doc, shape, metadata_ints(config["chunk_shape"], "chunk_shape"), encoding
+        )
 
     @classmethod
     def _checked(
@@ -153,17 +174,16 @@ class ArrayDocument:
         """Bytes per element as far as the type says (1 when it does not: strings,
         extension types, a dtype numpy does not know): used for size estimates only."""
         if self.zarr_format == 2:
-            dtype = self.doc["dtype"]
             try:
-                parsed = np.dtype([tuple(f) for f in dtype] if isinstance(dtype, list) else dtype)
-            except (TypeError, ValueError):
+                parsed = v2_dtype(self.doc["dtype"])
+            except MetadataError:
                 return 1
             return parsed.itemsize if parsed.kind != "O" and parsed.itemsize > 0 else 1
         data_type = self.doc.get("data_type")
         if isinstance(data_type, str):
             if data_type in DATA_TYPES:
                 return DATA_TYPES[data_type].itemsize
-            raw = re.fullmatch(r"r([1-9][0-9]*)", data_type)
+            raw = re.fullmatch(r"r([1-9][0-9]{0,5})", data_type)  # r8 .. r999999
             if raw and int(raw.group(1)) % 8 == 0:
                 return int(raw.group(1)) // 8
         return 1
@@ -178,17 +198,38 @@ class ArrayDocument:
                 config = codec.get("configuration")
                 inner = config.get("chunk_shape") if isinstance(config, Mapping) else None
                 try:
-                    return _ints(inner, "inner chunk_shape")
+                    return metadata_ints(inner, "inner chunk_shape")
                 except MetadataError:
                     return None
         return None
 
     def v3_metadata(self) -> ArrayMetadata:
-        """The array as v3 metadata for reading; ValueError when its data type, filters or
-        codecs are not ones the sharding library reads."""
+        """The array as v3 metadata for reading; MetadataError when its data type, filters,
+        fill value or codecs are not ones the sharding library reads."""
         if self.zarr_format == 3:
             return ArrayMetadata.from_json(self.doc)
         return _v2_as_v3(self.doc, self.shape, self.chunks, self.encoding)
+
+
+def _v2_codec(compressor: Any, native: np.dtype[Any]) -> dict[str, Any]:
+    """A v2 compressor as the v3 codec it is (its numbers checked when the codec is built)."""
+    if not isinstance(compressor, Mapping):
+        raise MetadataError(f"compressor {shown(compressor)} is not an object")
+    kind = compressor.get("id")
+    if kind == "zstd":
+        return {"name": "zstd", "configuration": {"level": compressor.get("level", 0)}}
+    if kind in ("gzip", "zlib"):  # the gzip codec reads either header
+        return {"name": "gzip", "configuration": {"level": compressor.get("level", 1)}}
+    if kind == "blosc":
+        config = {
+            "cname": compressor.get("cname", "lz4"),
+            "clevel": compressor.get("clevel", 5),
+            "shuffle": blosc_shuffle_name(compressor.get("shuffle", 1), native.itemsize),
+            "typesize": native.itemsize,
+            "blocksize": compressor.get("blocksize", 0),
+        }
+        return {"name": "blosc", "configuration": config}
+    raise MetadataError(f"compressor {shown(kind)} is not read")
 
 
 def _v2_as_v3(
@@ -197,20 +238,16 @@ def _v2_as_v3(
     chunks: tuple[int, ...],
     encoding: ChunkKeyEncoding,
 ) -> ArrayMetadata:
-    try:
-        dtype = np.dtype(doc["dtype"])
-    except (TypeError, ValueError):
-        raise ValueError(f"data type {doc.get('dtype')!r} is not one this reader reads") from None
+    dtype = v2_dtype(doc.get("dtype"))
     native = dtype.newbyteorder("=")
     if native.kind not in "biufc" or str(native) not in DATA_TYPES:
-        raise ValueError(f"data type {doc['dtype']!r} is not numeric")
+        raise MetadataError(f"data type {shown(doc['dtype'])} is not numeric")
     filters = doc.get("filters")
     if filters:
-        names = ", ".join(
-            str(f.get("id")) if isinstance(f, Mapping) else repr(f)
-            for f in (filters if isinstance(filters, list) else [filters])
+        count = len(filters) if isinstance(filters, list) else 1
+        raise MetadataError(
+            f"{count} filter{'s' if count > 1 else ''} ({shown(filters)}): not read"
         )
-        raise ValueError(f"filters ({names}) are not read")
     codecs: list[dict[str, Any]] = []
     if doc.get("order", "C") == "F":
         codecs.append(
@@ -220,24 +257,7 @@ def _v2_as_v3(
     codecs.append({"name": "bytes", "configuration": {"endian": endian}})
     compressor = doc.get("compressor")
     if compressor:
-        if not isinstance(compressor, Mapping):
-            raise ValueError(f"compressor {compressor!r} is not an object")
-        kind = compressor.get("id")
-        if kind == "zstd":
-            codecs.append({"name": "zstd", "configuration": {"level": compressor.get("level", 0)}})
-        elif kind in ("gzip", "zlib"):  # the gzip codec reads either header
-            codecs.append({"name": "gzip", "configuration": {"level": compressor.get("level", 1)}})
-        elif kind == "blosc":
-            config = {
-                "cname": compressor.get("cname", "lz4"),
-                "clevel": compressor.get("clevel", 5),
-                "shuffle": blosc_shuffle_name(compressor.get("shuffle", 1), native.itemsize),
-                "typesize": native.itemsize,
-                "blocksize": compressor.get("blocksize", 0),
-            }
-            codecs.append({"name": "blosc", "configuration": config})
-        else:
-            raise ValueError(f"compressor {kind!r} is not read")
+        codecs.append(_v2_codec(compressor, native))
     fill = doc.get("fill_value")
     return ArrayMetadata(
         shape=shape,

@@ -1,7 +1,9 @@
 """Zarr v3 array metadata (``zarr.json``): data types, chunk key encodings, fill values.
 
 Pure JSON and numpy: no codecs, so whatever reads array metadata or names chunk keys (the
-array, the archive packing) needs nothing more.
+array, the archive packing) needs nothing more. Every reader here is total: a value, or
+``MetadataError`` (``dandizarr.sharding.metadata_values``: its numbers through one bounded
+helper, its codecs' nesting checked before anything builds them).
 """
 
 from __future__ import annotations
@@ -13,6 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+
+from dandizarr.sharding.metadata_values import (
+    MetadataError,
+    check_codecs,
+    is_int,
+    metadata_int,
+    metadata_number,
+    shown,
+)
 
 __all__ = [
     "CANONICAL_INT",
@@ -58,16 +69,12 @@ MAX_EXTENT = 2**63 - 1
 
 def metadata_ints(value: Any, what: str) -> tuple[int, ...]:
     """A list of JSON integers (``shape``, ``chunk_shape``), checked against MAX_RANK and
-    MAX_EXTENT; a ValueError naming ``what`` otherwise."""
-    if not isinstance(value, list | tuple) or not all(
-        isinstance(n, int | np.integer) and not isinstance(n, bool) for n in value
-    ):
-        raise ValueError(f"{what} must be a list of integers")
+    MAX_EXTENT (an int64, either sign); a MetadataError naming ``what`` otherwise."""
+    if not isinstance(value, list | tuple) or not all(map(is_int, value)):
+        raise MetadataError(f"{what} must be a list of integers, got {shown(value)}")
     if len(value) > MAX_RANK:
-        raise ValueError(f"{what} has {len(value)} dimensions, more than {MAX_RANK}")
-    if any(abs(int(n)) > MAX_EXTENT for n in value):
-        raise ValueError(f"{what} has an extent past {MAX_EXTENT} (an int64)")
-    return tuple(int(n) for n in value)
+        raise MetadataError(f"{what} has {len(value)} dimensions, more than {MAX_RANK}")
+    return tuple(metadata_int(n, f"an extent of {what}", -MAX_EXTENT, MAX_EXTENT) for n in value)
 
 
 @dataclass(frozen=True)
@@ -76,17 +83,22 @@ class ChunkKeyEncoding:
     separator: Literal["/", "."] = "/"
 
     @classmethod
-    def from_json(cls, value: Mapping[str, Any] | str) -> ChunkKeyEncoding:
+    def from_json(cls, value: Any) -> ChunkKeyEncoding:
+        """The encoding a ``chunk_key_encoding`` (an object, or its name) declares."""
         if isinstance(value, str):
             value = {"name": value}
+        if not isinstance(value, Mapping):
+            raise MetadataError(f"invalid chunk_key_encoding {shown(value)}")
         name = value.get("name")
         config = value.get("configuration") or {}
-        if name not in ("default", "v2"):
-            raise ValueError(f"unsupported chunk_key_encoding {name!r}")
+        if not isinstance(name, str) or name not in ("default", "v2"):
+            raise MetadataError(f"unsupported chunk_key_encoding {shown(name)}")
+        if not isinstance(config, Mapping):
+            raise MetadataError(f"chunk_key_encoding configuration {shown(config)} is no object")
         separator = config.get("separator", "/" if name == "default" else ".")
-        if separator not in ("/", "."):
-            raise ValueError(f"invalid chunk key separator {separator!r}")
-        return cls(name, separator)
+        if not isinstance(separator, str) or separator not in ("/", "."):
+            raise MetadataError(f"invalid chunk key separator {shown(separator)}")
+        return cls(name, separator)  # type: ignore[arg-type]  # both checked above
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.kind, "configuration": {"separator": self.separator}}
@@ -97,41 +109,12 @@ class ChunkKeyEncoding:
         return self.separator.join(str(int(c)) for c in coords) if coords else "0"
 
 
-def _parse_float(value: Any, dtype: np.dtype[Any]) -> float:
-    if isinstance(value, str):
-        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-        if value in special:
-            return special[value]
-        if value.startswith("0x"):
-            raw = bytes.fromhex(value[2:])
-            return float(np.frombuffer(raw, dtype=dtype.newbyteorder(">"))[0])
-        raise ValueError(f"invalid float fill_value {value!r}")
-    return float(value)
-
-
 def parse_fill_value(value: Any, dtype: np.dtype[Any]) -> Any:
-    """The fill value from JSON as a numpy scalar of ``dtype``."""
+    """The fill value from JSON as a numpy scalar of ``dtype``; MetadataError when it is
+    missing or not one (``metadata_values.metadata_number``)."""
     if value is None:
-        raise ValueError("fill_value is required in Zarr v3 metadata")
-    if dtype.kind == "b":
-        if not isinstance(value, bool):
-            raise ValueError(f"invalid bool fill_value {value!r}")
-        return np.bool_(value)
-    if dtype.kind in "iu":
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-            raise ValueError(f"invalid integer fill_value {value!r}")
-        info = np.iinfo(dtype)
-        if not info.min <= int(value) <= info.max:
-            raise ValueError(f"fill_value {value} out of range for {dtype}")
-        return dtype.type(int(value))
-    if dtype.kind == "f":
-        return dtype.type(_parse_float(value, dtype))
-    if dtype.kind == "c":
-        if not isinstance(value, list | tuple) or len(value) != 2:
-            raise ValueError(f"invalid complex fill_value {value!r}")
-        part = np.dtype(f"f{dtype.itemsize // 2}")
-        return dtype.type(complex(_parse_float(value[0], part), _parse_float(value[1], part)))
-    raise ValueError(f"unsupported data type {dtype}")
+        raise MetadataError("fill_value is required in Zarr v3 metadata")
+    return metadata_number(value, dtype, "fill_value")
 
 
 def _float_json(x: float) -> Any:
@@ -175,9 +158,9 @@ class ArrayMetadata:
         metadata_ints(self.shape, "shape")
         metadata_ints(self.chunk_shape, "chunk shape")
         if len(self.chunk_shape) != len(self.shape):
-            raise ValueError(f"chunk shape {self.chunk_shape} does not match shape {self.shape}")
+            raise MetadataError(f"chunk shape {self.chunk_shape} does not match shape {self.shape}")
         if any(c <= 0 for c in self.chunk_shape) or any(s < 0 for s in self.shape):
-            raise ValueError("chunk sizes must be positive and the shape non-negative")
+            raise MetadataError("chunk sizes must be positive and the shape non-negative")
 
     @property
     def data_type(self) -> str:
@@ -185,32 +168,48 @@ class ArrayMetadata:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> ArrayMetadata:
+        """The array a ``zarr.json`` declares; MetadataError when it is no v3 array this
+        library reads (every field checked before use)."""
         if doc.get("zarr_format") != 3 or doc.get("node_type") != "array":
-            raise ValueError("not a Zarr v3 array (zarr_format 3, node_type array)")
-        data_type = doc["data_type"]
+            raise MetadataError("not a Zarr v3 array (zarr_format 3, node_type array)")
+        data_type = doc.get("data_type")
         if not isinstance(data_type, str) or data_type not in DATA_TYPES:
-            raise ValueError(f"unsupported data_type {data_type!r}")
+            raise MetadataError(f"unsupported data_type {shown(data_type)}")
         dtype = DATA_TYPES[data_type]
-        grid = doc["chunk_grid"]
-        if grid.get("name") != "regular":
-            raise ValueError(f"unsupported chunk grid {grid.get('name')!r}")
+        grid = doc.get("chunk_grid")
+        if not isinstance(grid, Mapping) or grid.get("name") != "regular":
+            raise MetadataError(f"unsupported chunk grid {shown(grid)}")
+        grid_config = grid.get("configuration")
+        if not isinstance(grid_config, Mapping):
+            raise MetadataError("chunk_grid has no configuration.chunk_shape")
         if doc.get("storage_transformers"):
-            raise ValueError("storage transformers are not supported here")
+            raise MetadataError("storage transformers are not supported here")
         for name, value in doc.items():
             optional = isinstance(value, Mapping) and value.get("must_understand") is False
             if name not in _KNOWN_FIELDS and not optional:
-                raise ValueError(f"unsupported metadata field {name!r}")
+                raise MetadataError(f"unsupported metadata field {shown(name)}")
+        codecs = check_codecs(doc.get("codecs"))
+        attributes = doc.get("attributes") or {}
+        if not isinstance(attributes, Mapping):
+            raise MetadataError("attributes must be an object")
+        names = doc.get("dimension_names")
+        if names is not None and (
+            not isinstance(names, list)
+            or len(names) > MAX_RANK
+            or not all(n is None or isinstance(n, str) for n in names)
+        ):
+            raise MetadataError(f"dimension_names {shown(names)} is no list of names")
         return cls(
-            shape=metadata_ints(doc["shape"], "shape"),
+            shape=metadata_ints(doc.get("shape"), "shape"),
             dtype=dtype,
-            chunk_shape=metadata_ints(grid["configuration"]["chunk_shape"], "chunk_shape"),
+            chunk_shape=metadata_ints(grid_config.get("chunk_shape"), "chunk_shape"),
             fill_value=parse_fill_value(doc.get("fill_value"), dtype),
-            codecs=[dict(c) if isinstance(c, Mapping) else {"name": c} for c in doc["codecs"]],
+            codecs=[dict(c) if isinstance(c, Mapping) else {"name": c} for c in codecs],
             chunk_key_encoding=ChunkKeyEncoding.from_json(
                 doc.get("chunk_key_encoding") or {"name": "default"}
             ),
-            attributes=dict(doc.get("attributes") or {}),
-            dimension_names=doc.get("dimension_names"),
+            attributes=dict(attributes),
+            dimension_names=names,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -3,7 +3,11 @@
 It sits above ``dandizarr.sharding.codecs`` and ``dandizarr.sharding.indexed``: a
 ``sharding_indexed`` codec holds an
 inner chain that may itself hold a ``sharding_indexed`` codec, so the recursion lives here and
-neither the pipeline nor the sharding codec needs to know the other's constructors.
+neither the pipeline nor the sharding codec needs to know the other's constructors. Its depth
+is the metadata's: ``pipeline_from_json`` checks the chain's nesting and size
+(``metadata_values.check_codecs``: MAX_CODEC_NESTING levels, MAX_CODECS codecs) by an
+iterative walk before it builds anything, so the recursion is at most that deep. Whatever the
+JSON holds, building it returns a chain or raises ``MetadataError``.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from dandizarr.sharding.array_metadata import metadata_ints
 from dandizarr.sharding.codecs.array_codecs import BytesCodec, TransposeCodec
 from dandizarr.sharding.codecs.base import (
     ArrayArrayCodec,
@@ -25,6 +30,7 @@ from dandizarr.sharding.codecs.compression import BloscCodec, GzipCodec, ZstdCod
 from dandizarr.sharding.codecs.pipeline import CodecPipeline
 from dandizarr.sharding.index import IndexCodecsLike, as_index_codecs
 from dandizarr.sharding.indexed.codec import ShardingCodec
+from dandizarr.sharding.metadata_values import MetadataError, check_codecs, shown
 
 __all__ = [
     "codec_from_json",
@@ -55,11 +61,15 @@ def codec_from_json(codec: CodecJSON, spec: ArraySpec) -> Codec:
         return Crc32cCodec()
     if name == "sharding_indexed":
         return sharding_codec_from_config(config, spec)
-    raise ValueError(f"unsupported codec {name!r}")
+    raise MetadataError(f"unsupported codec {shown(name)}")
 
 
 def pipeline_from_json(codecs: Iterable[CodecLike], spec: ArraySpec) -> CodecPipeline:
-    """The chain for chunks of ``spec``; each codec is built against the spec it receives."""
+    """The chain for chunks of ``spec``; each codec is built against the spec it receives.
+    MetadataError when the JSON declares no chain this library builds."""
+    if not isinstance(codecs, list | tuple):
+        codecs = list(codecs)
+    check_codecs([c for c in codecs if not isinstance(c, Codec)])
     built: list[Codec] = []
     received = spec
     for item in codecs:
@@ -80,7 +90,7 @@ def create_sharding_codec(
 ) -> ShardingCodec:
     """A ``sharding_indexed`` codec for shards of ``shard_spec``; ``runtime`` takes the write
     strategy settings (``write_order``, ``coalesce_gap``)."""
-    chunk = tuple(int(c) for c in chunk_shape)
+    chunk = metadata_ints(chunk_shape, "sharding_indexed: chunk_shape")
     inner_spec = ArraySpec(chunk, shard_spec.dtype, shard_spec.fill_value)
     return ShardingCodec(
         shard_spec=shard_spec,
@@ -94,15 +104,16 @@ def create_sharding_codec(
 
 def sharding_codec_from_config(config: Mapping[str, Any], shard_spec: ArraySpec) -> ShardingCodec:
     """A ``sharding_indexed`` codec from the ``configuration`` of its JSON."""
-    try:
-        chunk_shape = config["chunk_shape"]
-        codecs = config["codecs"]
-    except KeyError as missing:
-        raise ValueError(f"sharding_indexed: configuration lacks {missing}") from None
+    for key in ("chunk_shape", "codecs"):
+        if key not in config:
+            raise MetadataError(f"sharding_indexed: configuration lacks {key!r}")
+    index_location = config.get("index_location", "end")
+    if index_location not in ("start", "end"):
+        raise MetadataError(f"sharding_indexed: invalid index_location {shown(index_location)}")
     return create_sharding_codec(
         shard_spec,
-        chunk_shape,
-        codecs,
+        config["chunk_shape"],
+        config["codecs"],
         config.get("index_codecs") or None,
-        config.get("index_location", "end"),
+        index_location,
     )

@@ -8,6 +8,7 @@ than letting a reader return wrong bytes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -15,7 +16,9 @@ from typing import Any, Literal
 import crc32c as _crc32c
 import numpy as np
 
+from dandizarr.sharding.array_metadata import MAX_RANK
 from dandizarr.sharding.codecs.base import codec_name_config
+from dandizarr.sharding.metadata_values import MetadataError, check_codecs, metadata_int, shown
 
 __all__ = [
     "MAX_UINT64",
@@ -52,35 +55,47 @@ class IndexCodecs:
 
     @classmethod
     def from_json(cls, codecs: Sequence[Mapping[str, Any] | str]) -> IndexCodecs:
+        """The chain an ``index_codecs`` list declares; MetadataError when it is none the
+        spec allows."""
+        check_codecs(codecs, "index_codecs")
         endian: Literal["little", "big"] | None = None
         crc = False
         transpose: tuple[int, ...] | None = None
         for codec in codecs:
             name, config = codec_name_config(codec)
             if name in _VARIABLE_SIZE_CODECS:
-                raise ValueError(
+                raise MetadataError(
                     f"index_codecs: {name!r} produces a variable-size encoding, which the "
                     "sharding_indexed spec forbids for the shard index"
                 )
             if name == "transpose":
                 if endian is not None or transpose is not None:
-                    raise ValueError("index_codecs: transpose must come once, before bytes")
-                transpose = tuple(int(i) for i in config["order"])
+                    raise MetadataError("index_codecs: transpose must come once, before bytes")
+                order = config.get("order")
+                # The index array: the shard's dimensions and one more (offset, length).
+                if not isinstance(order, list) or len(order) > MAX_RANK + 1:
+                    raise MetadataError(f"index_codecs: transpose order {shown(order)}")
+                rank = len(order)
+                transpose = tuple(
+                    metadata_int(i, "index_codecs: a transpose axis", 0, rank - 1) for i in order
+                )
+                if sorted(transpose) != list(range(rank)):
+                    raise MetadataError(f"index_codecs: {transpose} is no permutation")
             elif name == "bytes":
                 if endian is not None:
-                    raise ValueError("index_codecs: exactly one bytes codec allowed")
+                    raise MetadataError("index_codecs: exactly one bytes codec allowed")
                 value = config.get("endian", "little")
                 if value not in ("little", "big"):
-                    raise ValueError(f"index_codecs: invalid endian {value!r}")
+                    raise MetadataError(f"index_codecs: invalid endian {shown(value)}")
                 endian = value
             elif name == "crc32c":
                 if endian is None or crc:
-                    raise ValueError("index_codecs: crc32c must come once, after bytes")
+                    raise MetadataError("index_codecs: crc32c must come once, after bytes")
                 crc = True
             else:
-                raise ValueError(f"index_codecs: unsupported codec {name!r}")
+                raise MetadataError(f"index_codecs: unsupported codec {shown(name)}")
         if endian is None:
-            raise ValueError("index_codecs: an array -> bytes codec ('bytes') is required")
+            raise MetadataError("index_codecs: an array -> bytes codec ('bytes') is required")
         return cls(endian=endian, crc32c=crc, transpose=transpose)
 
     def to_json(self) -> list[dict[str, Any]]:
@@ -97,8 +112,9 @@ class IndexCodecs:
 
 
 def nbytes_encoded(chunks_per_shard: Sequence[int], crc32c: bool) -> int:
-    """Size in bytes of an encoded index: 16 per inner chunk, plus 4 for a checksum."""
-    return 16 * int(np.prod(chunks_per_shard, dtype=np.int64)) + (4 if crc32c else 0)
+    """Size in bytes of an encoded index: 16 per inner chunk, plus 4 for a checksum (exact:
+    Python's integers, where int64 would wrap for a shard of 2**64 inner chunks)."""
+    return 16 * math.prod(int(n) for n in chunks_per_shard) + (4 if crc32c else 0)
 
 
 IndexCodecsLike = IndexCodecs | Sequence[Mapping[str, Any] | str] | None

@@ -104,7 +104,7 @@ def test_fill_values(value: Any, dtype: str, expected: Any) -> None:
 def test_bad_fill_values() -> None:
     with pytest.raises(ValueError, match="out of range"):
         parse_fill_value(300, np.dtype("uint8"))
-    with pytest.raises(ValueError, match="invalid integer"):
+    with pytest.raises(ValueError, match="must be an integer"):
         parse_fill_value(1.5, np.dtype("int32"))
     with pytest.raises(ValueError, match="required"):
         parse_fill_value(None, np.dtype("int32"))

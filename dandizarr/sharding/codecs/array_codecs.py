@@ -10,6 +10,7 @@ import numpy as np
 
 from dandizarr.sharding.codecs.base import ArrayArrayCodec, ArrayBytesCodec, ArraySpec
 from dandizarr.sharding.index import ShardFormatError
+from dandizarr.sharding.metadata_values import MetadataError, shown
 
 __all__ = ["BytesCodec", "TransposeCodec"]
 
@@ -27,10 +28,15 @@ class TransposeCodec(ArrayArrayCodec):
             order = list(range(ndim))
         elif order == "F":
             order = list(range(ndim))[::-1]
-        if not isinstance(order, list | tuple) or sorted(int(i) for i in order) != list(
-            range(ndim)
+        if not (
+            isinstance(order, list | tuple)
+            and len(order) == ndim
+            and all(isinstance(i, int | np.integer) and not isinstance(i, bool) for i in order)
+            and sorted(int(i) for i in order) == list(range(ndim))
         ):
-            raise ValueError(f"transpose: order {order!r} is not a permutation of {ndim} axes")
+            raise MetadataError(
+                f"transpose: order {shown(order)} is not a permutation of {ndim} axes"
+            )
         return cls(tuple(int(i) for i in order))
 
     def to_json(self) -> dict[str, Any]:
@@ -55,7 +61,7 @@ class BytesCodec(ArrayBytesCodec):
     def from_config(cls, config: Mapping[str, Any]) -> BytesCodec:
         endian = config.get("endian")
         if endian not in ("little", "big", None):
-            raise ValueError(f"bytes: invalid endian {endian!r}")
+            raise MetadataError(f"bytes: invalid endian {shown(endian)}")
         return cls(endian)
 
     def to_json(self) -> dict[str, Any]:
@@ -67,7 +73,7 @@ class BytesCodec(ArrayBytesCodec):
         if dtype.itemsize == 1 or dtype.kind == "b":
             return dtype
         if self.endian is None:
-            raise ValueError(f"bytes: endian is required for {dtype}")
+            raise MetadataError(f"bytes: endian is required for {dtype}")
         return dtype.newbyteorder("<" if self.endian == "little" else ">")
 
     def encode(self, array: np.ndarray, spec: ArraySpec) -> bytes:

@@ -10,6 +10,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from dandizarr.sharding.metadata_values import MetadataError, shown
+
 __all__ = [
     "ArrayArrayCodec",
     "ArrayBytesCodec",
@@ -56,15 +58,15 @@ def is_fill(array: np.ndarray, fill_value: Any) -> bool:
 
 
 def codec_name_config(codec: CodecJSON) -> tuple[str, Mapping[str, Any]]:
-    """The name and configuration of a codec's JSON; ValueError when it has neither shape."""
+    """The name and configuration of a codec's JSON; MetadataError when it has neither shape."""
     if isinstance(codec, str):
         return codec, {}
-    name = codec.get("name")
+    name = codec.get("name") if isinstance(codec, Mapping) else None
     if not isinstance(name, str):
-        raise ValueError(f"codec without a name: {codec!r}")
+        raise MetadataError(f"codec without a name: {shown(codec)}")
     config = codec.get("configuration") or {}
     if not isinstance(config, Mapping):
-        raise ValueError(f"codec {name!r}: configuration must be an object")
+        raise MetadataError(f"codec {shown(name)}: configuration must be an object")
     return name, config
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import zstandard
 
 from dandizarr.sharding.codecs.base import BytesBytesCodec
+from dandizarr.sharding.metadata_values import MetadataError, metadata_int, shown
 
 __all__ = ["BloscCodec", "DecodedSizeError", "GzipCodec", "ZstdCodec", "compressed_bound"]
 
@@ -48,10 +49,7 @@ class GzipCodec(BytesBytesCodec):
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> GzipCodec:
-        level = int(config.get("level", 5))
-        if not 0 <= level <= 9:
-            raise ValueError(f"gzip: level {level} not in 0..9")
-        return cls(level)
+        return cls(metadata_int(config.get("level", 5), "gzip: level", 0, 9))
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "configuration": {"level": self.level}}
@@ -77,6 +75,11 @@ class GzipCodec(BytesBytesCodec):
 _zstd_local = threading.local()
 
 
+# zstd's levels (negative ones are the fast modes; zstandard's bounds).
+_ZSTD_MIN_LEVEL = -(1 << 17)
+_ZSTD_MAX_LEVEL = 22
+
+
 @dataclass(frozen=True)
 class ZstdCodec(BytesBytesCodec):
     name: ClassVar[str] = "zstd"
@@ -85,7 +88,13 @@ class ZstdCodec(BytesBytesCodec):
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ZstdCodec:
-        return cls(int(config.get("level", 0)), bool(config.get("checksum", False)))
+        checksum = config.get("checksum", False)
+        if not isinstance(checksum, bool):
+            raise MetadataError(f"zstd: checksum must be true or false, got {shown(checksum)}")
+        level = metadata_int(
+            config.get("level", 0), "zstd: level", _ZSTD_MIN_LEVEL, _ZSTD_MAX_LEVEL
+        )
+        return cls(level, checksum)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -137,6 +146,7 @@ class ZstdCodec(BytesBytesCodec):
 
 
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+_BLOSC_CNAMES = frozenset({"blosclz", "lz4", "lz4hc", "zlib", "zstd"})
 
 
 def blosc_shuffle_name(value: Any, itemsize: int) -> str:
@@ -175,15 +185,20 @@ class BloscCodec(BytesBytesCodec):
     @classmethod
     def from_config(cls, config: Mapping[str, Any], dtype: np.dtype[Any]) -> BloscCodec:
         shuffle = config.get("shuffle")
-        typesize = int(config.get("typesize") or dtype.itemsize)
+        typesize = metadata_int(config.get("typesize") or dtype.itemsize, "blosc: typesize", 1, 255)
         if shuffle is None:  # zarr-python's choice when unspecified
             shuffle = "bitshuffle" if typesize == 1 else "shuffle"
+        if not isinstance(shuffle, str) or shuffle not in _BLOSC_SHUFFLE:
+            raise MetadataError(f"blosc: invalid shuffle {shown(shuffle)}")
+        cname = config.get("cname", "zstd")
+        if not isinstance(cname, str) or cname not in _BLOSC_CNAMES:
+            raise MetadataError(f"blosc: unknown cname {shown(cname)}")
         return cls(
-            cname=str(config.get("cname", "zstd")),
-            clevel=int(config.get("clevel", 5)),
-            shuffle=shuffle,  # type: ignore[arg-type]  # checked in __post_init__
+            cname=cname,
+            clevel=metadata_int(config.get("clevel", 5), "blosc: clevel", 0, 9),
+            shuffle=shuffle,  # type: ignore[arg-type]  # checked above
             typesize=typesize,
-            blocksize=int(config.get("blocksize", 0)),
+            blocksize=metadata_int(config.get("blocksize", 0), "blosc: blocksize", 0, 2**31 - 1),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from dandizarr.sharding.codecs.base import (
     Codec,
 )
 from dandizarr.sharding.index import ShardFormatError
+from dandizarr.sharding.metadata_values import MetadataError
 from dandizarr.sharding.parallel import parallel_map
 
 __all__ = ["CodecPipeline"]
@@ -41,8 +42,8 @@ class CodecPipeline:
 
     @classmethod
     def from_codecs(cls, codecs: Iterable[Codec], spec: ArraySpec) -> CodecPipeline:
-        """The chain of built ``codecs`` for chunks of ``spec``; ValueError when they are not in
-        the spec's order (array -> array, exactly one array -> bytes, bytes -> bytes)."""
+        """The chain of built ``codecs`` for chunks of ``spec``; MetadataError when they are not
+        in the spec's order (array -> array, exactly one array -> bytes, bytes -> bytes)."""
         array_array: list[ArrayArrayCodec] = []
         array_bytes: ArrayBytesCodec | None = None
         bytes_bytes: list[BytesBytesCodec] = []
@@ -50,21 +51,23 @@ class CodecPipeline:
         for codec in codecs:
             if isinstance(codec, ArrayArrayCodec):
                 if array_bytes is not None:
-                    raise ValueError(f"{codec.name}: array -> array codec after array -> bytes")
+                    raise MetadataError(f"{codec.name}: array -> array codec after array -> bytes")
                 array_array.append(codec)
                 specs.append(codec.resolve(specs[-1]))
             elif isinstance(codec, ArrayBytesCodec):
                 if array_bytes is not None:
-                    raise ValueError("codecs: more than one array -> bytes codec")
+                    raise MetadataError("codecs: more than one array -> bytes codec")
                 array_bytes = codec
             elif isinstance(codec, BytesBytesCodec):
                 if array_bytes is None:
-                    raise ValueError(f"{codec.name}: bytes -> bytes codec before array -> bytes")
+                    raise MetadataError(f"{codec.name}: bytes -> bytes codec before array -> bytes")
                 bytes_bytes.append(codec)
             else:  # pragma: no cover - all codecs derive from one of the three
                 raise TypeError(codec)
         if array_bytes is None:
-            raise ValueError("codecs: exactly one array -> bytes codec (e.g. 'bytes') is required")
+            raise MetadataError(
+                "codecs: exactly one array -> bytes codec (e.g. 'bytes') is required"
+            )
         return cls(spec, tuple(array_array), array_bytes, tuple(bytes_bytes), tuple(specs))
 
     def to_json(self) -> list[dict[str, Any]]:

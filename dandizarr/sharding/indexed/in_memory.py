@@ -22,6 +22,7 @@ import numpy as np
 from dandizarr.sharding.codecs.base import ArrayBytesCodec, ArraySpec, is_fill
 from dandizarr.sharding.codecs.pipeline import CodecPipeline
 from dandizarr.sharding.index import IndexCodecs, ShardFormatError, ShardIndex
+from dandizarr.sharding.metadata_values import MetadataError, shown
 from dandizarr.sharding.morton import morton_order_array, morton_rank
 from dandizarr.sharding.parallel import parallel_map
 from dandizarr.sharding.regions import ChunkPart, Region, chunk_parts
@@ -50,17 +51,19 @@ class InMemoryShardingCodec(ArrayBytesCodec):
     def __post_init__(self) -> None:
         shard_shape = self.shard_spec.shape
         if len(self.chunk_shape) != len(shard_shape):
-            raise ValueError(
+            raise MetadataError(
                 f"sharding_indexed: chunk_shape {self.chunk_shape} and shard shape "
                 f"{shard_shape} differ in dimensions"
             )
         if any(c <= 0 or s % c for s, c in zip(shard_shape, self.chunk_shape, strict=True)):
-            raise ValueError(
+            raise MetadataError(
                 f"sharding_indexed: chunk_shape {self.chunk_shape} must evenly divide the "
                 f"shard shape {shard_shape}"
             )
         if self.index_location not in ("start", "end"):
-            raise ValueError(f"sharding_indexed: invalid index_location {self.index_location!r}")
+            raise MetadataError(
+                f"sharding_indexed: invalid index_location {shown(self.index_location)}"
+            )
         if self.write_order not in ("morton", "C"):
             raise ValueError(f"sharding_indexed: invalid write_order {self.write_order!r}")
 
