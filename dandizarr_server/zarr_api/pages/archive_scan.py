@@ -12,18 +12,18 @@ millions.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from dandizarr.ome import parse_document
 from dandizarr.ome.documents import ARRAY_V2, ATTRIBUTES_V2, GROUP_V2, NODE_V3
+from dandizarr.sharding.array_documents import MetadataError, parse_document
 from dandizarr_server.zarr_api.pages.arrays import (
     MAX_DIRECTORIES,
     MAX_METADATA_BYTES,
     ArrayInfo,
     describe_document,
 )
-from dandizarr_server.zarr_api.pages.reader import ArchiveFiles
 from dandizarr_server.zarr_api.runtime.tree import ListingSource
 
 # The metadata bytes one scan reads and parses at most (each document at most
@@ -52,7 +52,15 @@ def _wanted(names: set[str]) -> list[str]:
     return [name for name in (GROUP_V2, ATTRIBUTES_V2) if name in names]
 
 
-def scan_archive(tree: ListingSource, files: ArchiveFiles) -> ArchiveScan:
+class MetadataFiles(Protocol):
+    """What a scan reads documents through (an archive's: ``pages.reader.ArchiveFiles``)."""
+
+    def prefetch(self, paths: Iterable[str]) -> None: ...
+
+    def get(self, key: str) -> bytes | None: ...
+
+
+def scan_archive(tree: ListingSource, files: MetadataFiles) -> ArchiveScan:
     found: list[ArrayInfo] = []
     documents: dict[str, dict[str, Any]] = {}
     level, visited, budget = [""], 0, MAX_SCAN_BYTES
@@ -77,21 +85,28 @@ def scan_archive(tree: ListingSource, files: ArchiveFiles) -> ArchiveScan:
             for name in reads[directory]:
                 path = posixpath.join(directory, name)
                 size = listing.files[name].size
+                is_array = name in (ARRAY_V2, NODE_V3)
+                zarr_format = 2 if name == ARRAY_V2 else 3
                 if size > MAX_METADATA_BYTES:
-                    if name in (ARRAY_V2, NODE_V3):
+                    if is_array:
                         problem = f"{name} is larger than {MAX_METADATA_BYTES} bytes"
-                        info = ArrayInfo(directory, 0, (), (), "?", (), None, None, problem)
+                        info = ArrayInfo.undescribed(directory, zarr_format, problem)
                     continue
                 if size > budget:  # the scan's budget is spent: stop after this level
                     budget = 0
                     continue
                 budget -= size
                 raw = files.get(path)
-                doc = parse_document(raw) if raw is not None else None
-                if doc is None:
+                if raw is None:
+                    continue
+                try:
+                    doc = parse_document(raw)
+                except MetadataError as error:  # bad JSON, nested too deep, no object
+                    if is_array:
+                        info = ArrayInfo.undescribed(directory, zarr_format, f"{name}: {error}")
                     continue
                 documents[path] = doc
-                if name in (ARRAY_V2, NODE_V3):
+                if is_array:
                     info = describe_document(directory, name, doc)  # parsed once, above
             if info is not None:
                 found.append(info)

@@ -5,12 +5,13 @@ equivalent to: the same chunk bytes under ``v2`` chunk keys, its compressor as a
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dandizarr.ome import dtype_name
+from dandizarr.ome import MAX_LISTED, dtype_name
 from dandizarr.sharding.array_documents import (
     ARRAY_V2,
     ARRAY_V3,
@@ -18,11 +19,14 @@ from dandizarr.sharding.array_documents import (
     MetadataError,
     parse_document,
 )
-from dandizarr.sharding.array_metadata import ArrayMetadata
+from dandizarr.sharding.array_metadata import ArrayMetadata, metadata_ints
 from dandizarr.sharding.codec_registry import pipeline_from_json
 from dandizarr.sharding.codecs.base import ArraySpec, CodecJSON, codec_name_config
 from dandizarr.sharding.index import as_index_codecs
+from dandizarr.sharding.metadata_values import shown
 from dandizarr_server.zarr_api.pages.preview import PREVIEW_SIDE
+
+logger = logging.getLogger(__name__)
 
 # How far the archive page looks for arrays: directories read (pages.archive_scan), plain
 # arrays listed.
@@ -39,8 +43,16 @@ MAX_PREVIEW_DECODED_BYTES = 64 << 20
 MAX_METADATA_BYTES = 1 << 20
 
 
-class Unsupported(ValueError):
-    """The array's metadata or codecs are not ones this service reads."""
+class Unsupported(MetadataError):
+    """The array's metadata or codecs are not ones this service reads, or it has no preview
+    (the library's one metadata error, as the pages meet it)."""
+
+
+# What a page says of an array whose metadata no reader could describe: the boundary's
+# backstop (``describe_document``), never the readers' own refusals, which name the problem.
+CANNOT_DESCRIBE = "this array cannot be described"
+# A codec as the page names it (its name and configuration): at most this many characters.
+MAX_CODEC_TEXT = 200
 
 
 @dataclass(frozen=True)
@@ -50,39 +62,92 @@ class ArrayInfo:
     shape: tuple[int, ...]
     chunks: tuple[int, ...]
     dtype: str
-    codecs: tuple[str, ...]  # compressor, filters or codecs, as "name(config)"
+    # Compressor, filters or codecs, as "name(config)": the first MAX_LISTED of them.
+    codecs: tuple[str, ...]
     # "sharding_indexed: inner chunks (a, b)" for a v3 sharded array.
     sharding: str | None
     # The array as v3 metadata for reading, or why it has no preview.
     metadata: ArrayMetadata | None
     preview_problem: str | None
+    codecs_more: int = 0  # codecs (filters, compressor) past those listed
 
     @property
     def metadata_name(self) -> str:
         return ".zarray" if self.zarr_format == 2 else "zarr.json"
 
+    @classmethod
+    def undescribed(cls, path: str, zarr_format: int, problem: str) -> ArrayInfo:
+        """An array the page names with why it cannot say more."""
+        return cls(path, zarr_format, (), (), "?", (), None, None, problem)
 
-def _codec_text(name: str, config: Mapping[str, Any]) -> str:
-    shown = ", ".join(f"{k}={v}" for k, v in config.items() if k not in ("id", "name"))
-    return f"{name}({shown})" if shown else name
+
+def _codec_text(name: Any, config: Any) -> str:
+    """A codec as the page names it: ``name(key=value, ...)``, at most MAX_CODEC_TEXT
+    characters whatever its configuration holds."""
+    label = name if isinstance(name, str) and len(name) <= MAX_CODEC_TEXT else shown(name)
+    items = list(config.items())[:MAX_LISTED] if isinstance(config, Mapping) else []
+    settings = ", ".join(
+        f"{shown(k) if not isinstance(k, str) else k[:40]}={shown(v)}"
+        for k, v in items
+        if k not in ("id", "name")
+    )
+    text = f"{label}({settings})" if settings else label
+    return text if len(text) <= MAX_CODEC_TEXT else text[: MAX_CODEC_TEXT - 1] + "…"
 
 
-def _v3_codecs(doc: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None]:
+def _listed(texts: Sequence[str], total: int) -> tuple[tuple[str, ...], int]:
+    """The first MAX_LISTED of ``texts`` and how many of ``total`` are not shown."""
+    shown_texts = tuple(texts[:MAX_LISTED])
+    return shown_texts, total - len(shown_texts)
+
+
+def _v2_codecs(doc: Mapping[str, Any]) -> tuple[tuple[str, ...], int]:
+    filters = doc.get("filters")
+    listed = [*(filters if isinstance(filters, list) else []), doc.get("compressor")]
+    objects = [c for c in listed if isinstance(c, Mapping)]
+    texts = [_codec_text(c.get("id"), c) for c in objects[:MAX_LISTED]]
+    return _listed(texts, len(objects))
+
+
+def _v3_codecs(doc: Mapping[str, Any]) -> tuple[tuple[str, ...], int, str | None]:
+    """(the first codecs as named, how many more, the sharding line)."""
+    codecs = doc.get("codecs")
+    codecs = codecs if isinstance(codecs, list) else []
     names: list[str] = []
     sharding = None
-    for codec in doc.get("codecs") or []:
-        name, config = (codec, {}) if isinstance(codec, str) else (codec.get("name"), codec)
-        config = config.get("configuration") or {}
-        if name == "sharding_indexed":
-            inner = [c.get("name") if isinstance(c, Mapping) else c for c in config["codecs"]]
-            sharding = (
-                f"sharding_indexed: inner chunks {tuple(config.get('chunk_shape', ()))}, "
-                f"inner codecs {', '.join(map(str, inner))}"
+    for codec in codecs[:MAX_LISTED]:
+        name, config = (codec, {}) if isinstance(codec, str) else (_get(codec, "name"), codec)
+        config = _get(config, "configuration") or {}
+        if name == "sharding_indexed" and isinstance(config, Mapping):
+            inner = config.get("codecs")
+            inner = inner if isinstance(inner, list) else []
+            inner_names, more = _listed(
+                [
+                    _codec_text(_get(c, "name") if isinstance(c, Mapping) else c, {})
+                    for c in inner[:MAX_LISTED]
+                ],
+                len(inner),
             )
-            names.append(str(name))
+            sharding = (
+                f"sharding_indexed: inner chunks {_shape_text(config.get('chunk_shape'))}, "
+                f"inner codecs {', '.join(inner_names)}{f' and {more} more' if more else ''}"
+            )
+            names.append(name)
         else:
-            names.append(_codec_text(str(name), config))
-    return tuple(names), sharding
+            names.append(_codec_text(name, config))
+    listed, more = _listed(names, len(codecs))
+    return listed, more, sharding
+
+
+def _shape_text(value: Any) -> str:
+    try:
+        return str(metadata_ints(value, "chunk_shape"))
+    except MetadataError:
+        return shown(value)
+
+
+def _get(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, Mapping) else None
 
 
 def describe(path: str, name: str, raw: bytes) -> ArrayInfo | None:
@@ -96,38 +161,49 @@ def describe(path: str, name: str, raw: bytes) -> ArrayInfo | None:
 
 def describe_document(path: str, name: str, doc: Mapping[str, Any]) -> ArrayInfo | None:
     """The array whose metadata file ``path/name`` parsed to ``doc``; None for a group (the
-    library's one reader: dandizarr.sharding.array_documents)."""
+    library's one reader: dandizarr.sharding.array_documents). Never raises: the readers
+    are total (a value, or MetadataError, which names the problem on the page), and anything
+    else (a reader's bug) is the boundary's CANNOT_DESCRIBE, logged, so a page is a 200
+    whose description is cached like any other."""
     zarr_format = 2 if name == ARRAY_V2 else 3
-    if name == ARRAY_V3 and doc.get("node_type") != "array":
+    if name == ARRAY_V3 and _get(doc, "node_type") != "array":
         return None
     try:
-        array = ArrayDocument.from_json(name, doc)
-        assert array is not None  # a v3 group was answered above
-        if zarr_format == 2:
-            compressor = doc.get("compressor")
-            filters = doc.get("filters")
-            codecs = tuple(
-                _codec_text(str(c.get("id")), c)
-                for c in [*(filters if isinstance(filters, list) else []), compressor]
-                if isinstance(c, Mapping)
-            )
-            sharding = None
-        else:
-            codecs, sharding = _v3_codecs(doc)
-        dtype = dtype_name(zarr_format, doc.get("dtype" if zarr_format == 2 else "data_type"))
-    except (MetadataError, AttributeError, KeyError, TypeError) as error:
-        return ArrayInfo(path, zarr_format, (), (), "?", (), None, None, str(error))
-    metadata, problem = None, None
+        return _described(path, name, zarr_format, doc)
+    except MetadataError as error:
+        return ArrayInfo.undescribed(path, zarr_format, str(error)[:MAX_PROBLEM_TEXT])
+    except Exception as error:  # the backstop: a reader's bug is no 500 and is cached
+        logger.warning("%s/%s: %s", path, name, CANNOT_DESCRIBE, exc_info=True)
+        return ArrayInfo.undescribed(
+            path, zarr_format, f"{CANNOT_DESCRIBE} ({type(error).__name__})"
+        )
+
+
+# A problem as the page says it, at most this many characters (messages name values by
+# ``shown``; this bounds what the rest of a message adds).
+MAX_PROBLEM_TEXT = 500
+
+
+def _described(path: str, name: str, zarr_format: int, doc: Mapping[str, Any]) -> ArrayInfo:
+    array = ArrayDocument.from_json(name, doc)
+    assert array is not None  # a v3 group was answered by the caller
+    if zarr_format == 2:
+        codecs, more = _v2_codecs(doc)
+        sharding = None
+    else:
+        codecs, more, sharding = _v3_codecs(doc)
+    dtype = dtype_name(zarr_format, doc.get("dtype" if zarr_format == 2 else "data_type"))
+    metadata: ArrayMetadata | None = None
     try:
         metadata = array.v3_metadata()
         spec = ArraySpec(metadata.chunk_shape, metadata.dtype, metadata.fill_value)
         pipeline_from_json(metadata.codecs, spec)
         problem = _plane_problem(metadata)
-    except (ValueError, KeyError, TypeError) as error:
-        problem = str(error) or type(error).__name__
+    except MetadataError as error:
+        problem = str(error)[:MAX_PROBLEM_TEXT] or type(error).__name__
     return ArrayInfo(
         path, zarr_format, array.shape, array.chunks, dtype, codecs, sharding,
-        metadata if problem is None else None, problem,
+        metadata if problem is None else None, problem, more,
     )  # fmt: skip
 
 
@@ -236,18 +312,21 @@ def _sharding_problem(codecs: Sequence[CodecJSON]) -> str | None:
     """Why a chain with ``sharding_indexed`` is not previewed: the sharding codec must be its
     chain's only codec, at every level. With codecs around it (a transpose before it, gzip or
     zstd after it: compression outside the shard) a read is no longer of the plane's inner
-    chunks but of whole shards, decoded (decompressed) whole before any index is seen."""
-    names = [codec_name_config(codec)[0] for codec in codecs]
-    if "sharding_indexed" not in names:
-        return None
-    if len(names) > 1:
-        others = ", ".join(name for name in names if name != "sharding_indexed")
-        return (
-            f"sharding_indexed is not its chain's only codec ({others} around it): whole "
-            "shards would be decoded, which a preview does not do"
-        )
-    inner = codec_name_config(codecs[0])[1].get("codecs")
-    return _sharding_problem(inner) if isinstance(inner, list) else None
+    chunks but of whole shards, decoded (decompressed) whole before any index is seen. A loop
+    down the levels (as many as the chain was built with: MAX_CODEC_NESTING at most)."""
+    chain: Any = codecs
+    while isinstance(chain, list):
+        names = [codec_name_config(codec)[0] for codec in chain]
+        if "sharding_indexed" not in names:
+            return None
+        if len(names) > 1:
+            others = ", ".join(name for name in names if name != "sharding_indexed")
+            return (
+                f"sharding_indexed is not its chain's only codec ({others} around it): whole "
+                "shards would be decoded, which a preview does not do"
+            )
+        chain = codec_name_config(chain[0])[1].get("codecs")
+    return None
 
 
 def _plane_problem(metadata: ArrayMetadata) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
@@ -13,14 +14,18 @@ from typing import TypeVar
 import numpy as np
 from django.conf import settings
 from django.core.cache import cache
+from django.db import DatabaseError
 from PIL import Image
 
+from dandizarr.objectstore import ObjectStoreError
 from dandizarr.ome.preview_choice import ChannelDraw
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.pages.render_pool import RendererBusy
 from dandizarr_server.zarr_api.runtime.tree import tree_version
 
 PREVIEW_SIDE = 512
+# A preview the backstop refused (``drawn``): a reader's bug, not the metadata's refusal.
+CANNOT_DRAW = "this picture cannot be drawn"
 # Cached previews and array lists outlive no tree version (the key holds it) and a day.
 CACHE_SECONDS = 24 * 3600
 # Single flight (``cached``): how long a computing request's lock lasts at most (it is dropped
@@ -29,6 +34,7 @@ FLIGHT_SECONDS = 120
 FLIGHT_POLL_SECONDS = 0.05
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 def preview_size(height: int, width: int) -> tuple[int, int]:
@@ -104,6 +110,23 @@ def cached(archive: ZarrArchive, kind: str, name: str, compute: Callable[[], T])
     finally:
         cache.delete(lock)
     return hit[0]
+
+
+def drawn(draw: Callable[[], bytes | str]) -> bytes | str:
+    """What ``draw`` makes (a picture, or why there is none): the outcome ``cached`` keeps. A
+    refusal while reading (a ValueError: Unsupported metadata, ShardFormatError,
+    ReadBudgetExceeded) says why. A failure of what the service runs on (storage, the
+    database, the render slots) propagates, uncached. Anything else is a reader's bug: the
+    backstop's "cannot be drawn", logged, cached like any refusal, never a 500."""
+    try:
+        return draw()
+    except ValueError as error:
+        return str(error) or type(error).__name__
+    except (ObjectStoreError, RendererBusy, OSError, DatabaseError):
+        raise
+    except Exception as error:
+        logger.warning("a preview cannot be drawn", exc_info=True)
+        return f"{CANNOT_DRAW} ({type(error).__name__})"
 
 
 def _scaled(plane: np.ndarray, window: tuple[float, float] | None) -> np.ndarray:

@@ -102,7 +102,9 @@ def preview_png(archive: ZarrArchive, array_path: str) -> bytes:
             archive,
             "preview",
             array_path,
-            lambda: render_pool.render(lambda: ome.draw_image(archive, image)),
+            lambda: render_pool.render(
+                lambda: preview.drawn(lambda: ome.draw_image(archive, image))
+            ),
         )
         if isinstance(outcome, str):
             raise Unsupported(outcome)
@@ -113,19 +115,20 @@ def preview_png(archive: ZarrArchive, array_path: str) -> bytes:
     if info.metadata is None:
         raise Unsupported(info.preview_problem or "no preview")
     outcome = preview.cached(
-        archive, "preview", array_path, lambda: render_pool.render(lambda: _draw(archive, info))
+        archive,
+        "preview",
+        array_path,
+        lambda: render_pool.render(lambda: preview.drawn(lambda: _draw(archive, info))),
     )
     if isinstance(outcome, str):
         raise Unsupported(outcome)
     return outcome
 
 
-def _draw(archive: ZarrArchive, info: ArrayInfo) -> bytes | str:
-    """The PNG, or why there is none (malformed chunks, a chunk too large, out of time)."""
+def _draw(archive: ZarrArchive, info: ArrayInfo) -> bytes:
+    """The PNG; a ValueError says why there is none (malformed chunks, a chunk too large, out
+    of time: ``preview.drawn`` makes it the outcome)."""
     files = ArchiveFiles(
         archive, get_store(), deadline=time.monotonic() + settings.DANDIZARR_PREVIEW_SECONDS
     )
-    try:
-        return preview.render_png(read_plane(files, info))
-    except ValueError as error:  # Unsupported, ShardFormatError, ReadBudgetExceeded
-        return str(error) or type(error).__name__
+    return preview.render_png(read_plane(files, info))
