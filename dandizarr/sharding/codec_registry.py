@@ -68,7 +68,9 @@ def pipeline_from_json(codecs: Iterable[CodecLike], spec: ArraySpec) -> CodecPip
     """The chain for chunks of ``spec``; each codec is built against the spec it receives.
     MetadataError when the JSON declares no chain this library builds."""
     if not isinstance(codecs, list | tuple):
-        codecs = list(codecs)
+        if isinstance(codecs, str | Mapping) or not isinstance(codecs, Iterable):
+            raise MetadataError(f"codecs must be a list, got {shown(codecs)}")
+        codecs = list(codecs)  # a caller's generator
     check_codecs([c for c in codecs if not isinstance(c, Codec)])
     built: list[Codec] = []
     received = spec
