@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test test-fast test-big test-random versions-model lint bench bench-ome bench-scale bench-tools load check-client-install image-test clean dandi-venvs compose-schema
+.PHONY: install serve test test-fast test-big test-random fuzz versions-model lint bench bench-ome bench-scale bench-tools load check-client-install image-test clean dandi-venvs compose-schema
 
 # The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
 # tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
@@ -90,6 +90,19 @@ test-big: $(STAMP)
 # top: `make test-random ARGS="-p no:cacheprovider --randomly-seed=N"` replays that order.
 test-random: $(STAMP) dandi-venvs compose-schema
 	$(MAKE) test ARGS="-p randomly $(ARGS)"
+
+# Issue #47's metadata fuzzers, long: every reader of an uploader's metadata, library and
+# service, on FUZZ_EXAMPLES (20,000) hostile documents and archives each, from FUZZ_SEED
+# (printed first; random unless given: `make fuzz FUZZ_SEED=N` replays a run). `make test`
+# runs a few thousand (tests/sharding/test_metadata_fuzz.py, tests/zarr_api/test_describe_fuzz.py).
+FUZZ_EXAMPLES ?= 20000
+
+fuzz: $(STAMP)
+	@seed=$${FUZZ_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	echo "make fuzz: FUZZ_SEED=$$seed FUZZ_EXAMPLES=$(FUZZ_EXAMPLES)"; \
+	$(PYTEST_ENV) FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 2 \
+		--timeout=0 --hypothesis-seed=$$seed --hypothesis-show-statistics \
+		tests/sharding/test_metadata_fuzz.py tests/zarr_api/test_describe_fuzz.py $(ARGS)
 
 # Issue #36's model walk, long, in the production shape (PostgreSQL, SeaweedFS, two gunicorn
 # web processes, a Celery worker; tests/production/test_versions_model_live.py), then the real

@@ -42,3 +42,10 @@ def examples(under_ci: int) -> int:
     """``under_ci`` examples under the ``ci`` profile, the same share of the loaded profile's
     count under another (at least one)."""
     return max(1, round(under_ci * settings.default.max_examples / CI_EXAMPLES))
+
+
+def fuzz_examples(in_test: int) -> int:
+    """A fuzzer's example count: FUZZ_EXAMPLES when set (``make fuzz``'s long run), else
+    ``in_test`` under every profile (the metadata fuzzers run a few thousand cheap examples in
+    ``make test``: tests/sharding/test_metadata_fuzz.py, tests/zarr_api/test_describe_fuzz.py)."""
+    return int(os.environ.get("FUZZ_EXAMPLES") or in_test)
