@@ -45,12 +45,13 @@ def v3_array(shape: Any, chunks: Any, codecs: Any = None, **extra: Any) -> bytes
     ).encode()  # fmt: skip
 
 
-def v2_array(shape: Any, chunks: Any) -> bytes:
+def v2_array(shape: Any, chunks: Any, **extra: Any) -> bytes:
     return json.dumps(
         {
             "zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": "|u1",
-            "compressor": None, "fill_value": 0, "order": "C", "filters": None,
-        }
+            "compressor": None, "fill_value": 0, "order": "C", "filters": None, **extra,
+        },
+        separators=(",", ":"),
     ).encode()  # fmt: skip
 
 
@@ -64,6 +65,36 @@ def sharded(shape: list[int], shard: list[int], inner: list[int]) -> bytes:
         },
     }
     return v3_array(shape, shard, [codec])
+
+
+def nested_sharding(depth: int) -> bytes:
+    """A sharded array whose inner chain holds a sharded chain, ``depth`` levels deep (issue
+    #47, finding 1: 200 deep and more was a RecursionError, a 500 on every view)."""
+    codecs: list[Any] = [{"name": "bytes"}]
+    for _ in range(depth):
+        config = {"chunk_shape": [1, 1], "codecs": codecs}
+        codecs = [{"name": "sharding_indexed", "configuration": config}]
+    return v3_array([8, 8], [8, 8], codecs)
+
+
+# Issue #47, finding 2: fill values no reader converts (each was a 500: OverflowError,
+# IndexError), in both formats.
+BAD_FILLS = {
+    "inf-uint8/zarr.json": v3_array([8, 8], [8, 8], fill_value=float("inf")),
+    "inf-uint8-v2/.zarray": v2_array([8, 8], [8, 8], fill_value=float("inf")),
+    "e400-float32/zarr.json": v3_array([8, 8], [8, 8], data_type="float32", fill_value=10**400),
+    "e400-float32-v2/.zarray": v2_array([8, 8], [8, 8], dtype="<f4", fill_value=10**400),
+    "hex-float32/zarr.json": v3_array([8, 8], [8, 8], data_type="float32", fill_value="0x"),
+    "hex-float32-v2/.zarray": v2_array([8, 8], [8, 8], dtype="<f4", fill_value="0x"),
+    "e400-complex64/zarr.json": v3_array(
+        [8, 8], [8, 8], data_type="complex64", fill_value=[10**400, 0]
+    ),
+    "e400-complex64-v2/.zarray": v2_array([8, 8], [8, 8], dtype="<c8", fill_value=[10**400, 0]),
+}
+# Issue #47, finding 6: a v2 array of 80,000 filters (under a megabyte) was listed whole on
+# the archive page (1.5 MB of HTML). The page names MAX_LISTED and counts the rest.
+FILTERS = 80_000
+MAX_PAGE_BYTES = 200 << 10
 
 
 def deep_json(depth: int) -> bytes:
@@ -128,6 +159,18 @@ CORPUS: dict[str, dict[str, bytes]] = {
         ".zattrs": b'{"multiscales": ' + b"[" * 200_000 + b"]" * 200_000 + b"}",
         "a/zarr.json": deep_json(200_000),
         "b/.zarray": b"[" * 200_000 + b"]" * 200_000,
+    },
+    "nested-sharding": {
+        ".zgroup": b'{"zarr_format": 2}',
+        # 20 deep is a document of 63 levels: read, its codecs refused past MAX_CODEC_NESTING.
+        "s20/zarr.json": nested_sharding(20),
+        "s200/zarr.json": nested_sharding(200),
+        "s300/zarr.json": nested_sharding(300),
+    },
+    "fill-values": {".zgroup": b'{"zarr_format": 2}', **BAD_FILLS},
+    "filters": {
+        ".zgroup": b'{"zarr_format": 2}',
+        "a/.zarray": v2_array([8, 8], [8, 8], filters=[{"id": "x"}] * FILTERS),
     },
     "large": {
         ".zgroup": b'{"zarr_format": 2}',
@@ -333,3 +376,50 @@ def test_hostile_metadata_on_every_anonymous_read_route(
         assert preview.status_code in (200, 404), (directory, preview.status_code)
         if case == "arrays" and directory in {"huge", "huge2", "cube", "rank64"}:
             assert b"no preview" in preview.content, (directory, preview.content[:200])
+
+
+def _uploaded(owner: Actor, dandiset: str, case: str) -> str:
+    zarr_id = create_archive(owner, dandiset, f"{case}.zarr", layout="loose")
+    assert upload(owner.client, zarr_id, CORPUS[case]).status_code == 200
+    return zarr_id
+
+
+def test_a_long_list_is_named_to_a_bound_and_counted(
+    owner: Actor, dandiset: str, s3_storage: str
+) -> None:
+    """Issue #47, finding 6: 80,000 filters are 16 named and the rest counted, on a page of
+    bounded size (the whole list was 1.5 MB of HTML), and the problem names no more of them."""
+    zarr_id = _uploaded(owner, dandiset, "filters")
+    page = Client().get(route_url("page-archive", {"zarr_id": zarr_id}))
+    assert page.status_code == 200
+    assert len(page.content) < MAX_PAGE_BYTES, f"{len(page.content):,} bytes"
+    from dandizarr.ome import MAX_LISTED
+
+    text = page.content.decode()
+    assert f"and {FILTERS - MAX_LISTED} more" in text
+    assert f"{FILTERS} filters" in text  # the preview's problem counts them too
+
+
+def test_what_cannot_be_read_is_said_and_cached(
+    owner: Actor, dandiset: str, s3_storage: str
+) -> None:
+    """Issue #47, findings 1 and 2: an array whose codecs nest too deep or whose fill value
+    no type holds is a 200 page naming the problem, and that description is cached like any
+    other (a 500 was never cached: every view paid again)."""
+    from dandizarr_server.zarr_api.models import ZarrArchive
+    from dandizarr_server.zarr_api.pages import preview
+
+    for case, problems in {
+        "nested-sharding": ["nest more than 4 levels", "nests deeper than", "nests deeper than"],
+        "fill-values": ["fill_value"] * len(BAD_FILLS),
+    }.items():
+        zarr_id = _uploaded(owner, dandiset, case)
+        page = Client().get(route_url("page-archive", {"zarr_id": zarr_id}))
+        assert page.status_code == 200
+        text = page.content.decode()
+        assert text.count("No preview: ") == len(problems), text
+        for problem in problems:
+            assert problem in text
+        archive = ZarrArchive.objects.get(zarr_id=zarr_id)
+        cached: Any = preview.cached(archive, "overview", "", lambda: pytest.fail("recomputed"))
+        assert all(a.metadata is None and a.preview_problem for a in cached.arrays)
