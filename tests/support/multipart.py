@@ -28,10 +28,38 @@ def declared(path: str, data: bytes, *, whole_md5: str | None = None) -> dict[st
     return entry
 
 
-def put_parts(entry: dict[str, Any], data: bytes, *, only: set[int] | None = None) -> None:
-    """PUT each part (numbers 1, 2, ...; ``only`` some) to its URL with its Content-MD5."""
+def part_urls(client: APIClient, zarr_id: str, entry: dict[str, Any]) -> list[str]:
+    """Every part URL of a file sent in parts: its entry's first page, then each next page
+    (``POST batches/{id}/parts/``)."""
+    urls = list(entry["part_urls"])
+    following = entry["next_part"]
+    while following is not None:
+        page = client.post(
+            f"/api/zarr/{zarr_id}/batches/{entry['batch']}/parts/",
+            {"path": entry["path"], "first_part": following},
+            format="json",
+        )
+        assert page.status_code == 200, page.content
+        assert page.json()["first_part"] == following
+        urls += page.json()["part_urls"]
+        following = page.json()["next_part"]
+    return urls
+
+
+def put_parts(
+    entry: dict[str, Any],
+    data: bytes,
+    *,
+    only: set[int] | None = None,
+    urls: list[str] | None = None,
+) -> None:
+    """PUT each part (numbers 1, 2, ...; ``only`` some) to its URL with its Content-MD5:
+    ``urls``, or the entry's when they are all there."""
+    if urls is None:
+        assert entry["next_part"] is None, "more parts than one page: give every page's urls"
+        urls = entry["part_urls"]
     for number, ((a, b), url) in enumerate(
-        zip(part_ranges(len(data), entry["part_size"]), entry["part_urls"], strict=True), 1
+        zip(part_ranges(len(data), entry["part_size"]), urls, strict=True), 1
     ):
         if only is not None and number not in only:
             continue
@@ -52,7 +80,7 @@ def upload_in_parts(client: APIClient, zarr_id: str, files: dict[str, bytes]) ->
     assert response.status_code == 200, response.content
     for entry, data in zip(response.json(), files.values(), strict=True):
         if entry["upload_url"] is None:
-            put_parts(entry, data)
+            put_parts(entry, data, urls=part_urls(client, zarr_id, entry))
         else:
             put = requests.put(
                 entry["upload_url"],
