@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import requests
 from rest_framework.test import APIClient
 
 from dandizarr.objectstore.base import content_md5_header
-from dandizarr.objectstore.multipart import MIB, part_ranges
+from dandizarr.objectstore.multipart import MAX_OBJECT, MIB, part_count, part_ranges, part_size
 
 # Tests' threshold and part size: S3's (and moto's, and SeaweedFS's) smallest part is 5 MiB.
 PART = 5 * MIB
@@ -90,3 +91,13 @@ def upload_in_parts(client: APIClient, zarr_id: str, files: dict[str, bytes]) ->
             )
             assert put.status_code == 200, put.text
     return client.post(f"/api/zarr/{zarr_id}/upload/complete/", format="json")
+
+
+def huge_declaration(files: int, size: int = MAX_OBJECT) -> bytes:
+    """A start's body: ``files`` files of ``size`` bytes declared in parts at the default part
+    rule (5 TiB: 9,987 parts of 525 MiB), each part's md5 made up (85 such files: 30 MB)."""
+    count = part_count(size, part_size(size, 64 << 20))
+    parts = [f"{n:032x}" for n in range(count)]
+    return json.dumps(
+        [{"path": f"big/{i}", "etag": "0" * 32, "size": size, "parts": parts} for i in range(files)]
+    ).encode()
