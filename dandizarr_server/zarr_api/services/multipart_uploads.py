@@ -6,7 +6,8 @@ account may declare in parts; its part URLs, each bound to its part's md5, are h
 page at a time (``part_pages``). Completing the batch completes the uploads from the parts
 storage lists (each checked against its declared md5: moto takes any body) and checks the
 object's composite ETag; the tree update then proves each file's md5 from its bytes
-(``multipart_proofs``) before the batch is applied. Cancels, stale sweeps and re-declared paths abort their uploads.
+(``multipart_proofs``) before the batch is applied. Cancels, stale sweeps and re-declared
+paths abort their uploads.
 """
 
 from __future__ import annotations
