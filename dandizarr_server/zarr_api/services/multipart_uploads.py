@@ -194,7 +194,10 @@ def _recorded(
         )
         for f, key, upload_id in zip(big, keys, upload_ids, strict=True)
     ]
-    MultipartUpload.objects.bulk_create(rows)
+    # A row per INSERT: Django inserts several rows on PostgreSQL as arrays (UNNEST), whose
+    # jsonb[] literal psycopg quotes in Python, two regex callbacks per part md5 (a start's
+    # CPU grew several times over); one row's jsonb libpq quotes.
+    MultipartUpload.objects.bulk_create(rows, batch_size=1)
     return {row.path: row for row in rows}
 
 
