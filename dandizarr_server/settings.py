@@ -371,6 +371,17 @@ DANDIZARR_MULTIPART_THRESHOLD_BYTES = env_int("DANDIZARR_MULTIPART_THRESHOLD_BYT
 DANDIZARR_MULTIPART_PART_BYTES = env_int("DANDIZARR_MULTIPART_PART_BYTES", 64 << 20)
 if not 0 < DANDIZARR_MULTIPART_THRESHOLD_BYTES <= 5 << 30:
     raise ValueError("DANDIZARR_MULTIPART_THRESHOLD_BYTES must be between 1 and 5 GiB (S3's PUT)")
+# Part URLs of a big file one answer holds: a start (or add) gives each file at most this many,
+# and at most ten pages in all; POST batches/{id}/parts/ gives the next (docs/api.md, "Big
+# files"). No answer grows with the sizes a client declares.
+DANDIZARR_PART_URLS_PAGE = env_int("DANDIZARR_PART_URLS_PAGE", 100)
+if DANDIZARR_PART_URLS_PAGE < 1:
+    raise ValueError("DANDIZARR_PART_URLS_PAGE must be at least 1")
+# What files sent in parts may declare: one batch (bytes, parts), and the open batches of one
+# account together (bytes). A batch of 10 TiB at the default part size has 163,840 parts.
+DANDIZARR_BATCH_DECLARED_BYTES_LIMIT = env_int("DANDIZARR_BATCH_DECLARED_BYTES_LIMIT", 10 << 40)
+DANDIZARR_BATCH_DECLARED_PARTS_LIMIT = env_int("DANDIZARR_BATCH_DECLARED_PARTS_LIMIT", 200_000)
+DANDIZARR_ACCOUNT_DECLARED_BYTES_LIMIT = env_int("DANDIZARR_ACCOUNT_DECLARED_BYTES_LIMIT", 20 << 40)
 # Write sessions (docs/writing.md): an open session with no write for this long has lost its
 # writer and is ended by the sweep (its staged objects deleted), which runs this often; the
 # paths (files and deletions) one session may change.

@@ -40,13 +40,25 @@ class BatchCalls(ApiConnection):
         self, zarr_id: str, entries: Sequence[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """Open a batch of big files, each ``{"path", "etag", "size", "parts"}`` (docs/api.md,
-        "Big files"); returns each file's ``{"path", "part_size", "part_urls"}`` in order."""
+        "Big files"); returns each file's ``{"path", "batch", "part_size", "part_count",
+        "first_part", "part_urls", "next_part"}`` in order: its first page of part URLs at most
+        (``part_urls`` for the next ones)."""
         return self._batch_answer(f"/api/zarr/{quote(zarr_id)}/upload/", entries)
 
     def add_in_parts(self, zarr_id: str, entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Declare big files (again) in our open batch: a file declared with the same parts
         keeps the parts it sent."""
         return self._batch_answer(f"/api/zarr/{quote(zarr_id)}/upload/add/", entries)
+
+    def part_urls(self, zarr_id: str, batch: int, path: str, first_part: int) -> dict[str, Any]:
+        """The page of part URLs of ``path``, a file our open ``batch`` sends in parts, from
+        part ``first_part``: ``{"first_part", "part_urls", "next_part", ...}``."""
+        answer: dict[str, Any] = self.request(
+            "POST",
+            f"/api/zarr/{quote(zarr_id)}/batches/{batch}/parts/",
+            json={"path": path, "first_part": first_part},
+        ).json()
+        return answer
 
     def _batch_answer(
         self, endpoint: str, entries: Sequence[dict[str, Any]]

@@ -1,12 +1,14 @@
 """Files over the service's multipart threshold, sent in parts (docs/api.md, "Big files").
 
-The producer sets them aside; they go in a batch of their own once the others are sent. Each
-file is read once to hash its parts (and its whole md5 again, so a file changed since the
-producer hashed it is not declared with a stale md5), declared with its size and parts, and its
-parts are PUT several at once, each with its Content-MD5, streamed from the file. A journal
-beside the batch journal (``BatchJournal``) records every finished part: a run killed midway
-is resumed by the next one (``resume``), which declares the files again (the service keeps
-their uploads) and sends only the parts not yet recorded.
+The producer sets them aside; they go in batches of their own once the others are sent (as
+many as the service's caps on what one batch declares in parts take). Each file is read once
+to hash its parts (and its whole md5 again, so a file changed since the producer hashed it is
+not declared with a stale md5), declared with its size and parts, and its parts are PUT several
+at once, each with its Content-MD5, streamed from the file, their URLs asked for a page at a
+time as the PUTs come to them (``part_urls``). A journal beside the batch journal
+(``BatchJournal``) records every finished part: a run killed midway is resumed by the next one
+(``resume``), which declares the files again (the service keeps their uploads) and sends only
+the parts not yet recorded.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +29,54 @@ from dandizarr.client.batch_session import BatchSession
 from dandizarr.client.digests import content_md5
 from dandizarr.client.errors import ClientError
 from dandizarr.client.journal import BatchJournal
+from dandizarr.client.part_urls import PartUrls
 from dandizarr.client.progress import Progress
 from dandizarr.client.results import UploadResult
+from dandizarr.client.storage_puts import PutStatus, refused
 from dandizarr.client.upload_types import LocalFile
-from dandizarr.objectstore.multipart import part_ranges, part_size
+from dandizarr.concurrency import ordered_map
+from dandizarr.objectstore.multipart import part_count, part_ranges, part_size
 
 # Bytes read at a time when hashing a file's parts and when streaming a part.
 READ_BLOCK = 8 << 20
+# Part md5s one start declares at most, whatever the service's caps: about 36 bytes each in its
+# body, well within the 32 MiB the service reads.
+MAX_PARTS_PER_START = 500_000
+
+
+@dataclass(frozen=True)
+class BigBatchLimits:
+    """How far one batch of big files goes: files per request (the service's batch limit),
+    and the service's caps on the bytes and parts one batch declares in parts (None: a service
+    without them)."""
+
+    files: int
+    bytes: int | None = None
+    parts: int | None = None
+
+
+def big_batches(
+    files: Sequence[LocalFile], part_bytes: int, limits: BigBatchLimits
+) -> Iterator[list[LocalFile]]:
+    """``files`` in order, cut into batches within ``limits`` (a file past them alone is a
+    batch of its own, which the service refuses by name)."""
+    most_parts = min(limits.parts or MAX_PARTS_PER_START, MAX_PARTS_PER_START)
+    group: list[LocalFile] = []
+    size = parts = 0
+    for f in files:
+        count = part_count(f.size, part_size(f.size, part_bytes))
+        if group and (
+            len(group) >= limits.files
+            or (limits.bytes is not None and size + f.size > limits.bytes)
+            or parts + count > most_parts
+        ):
+            yield group
+            group, size, parts = [], 0, 0
+        group.append(f)
+        size += f.size
+        parts += count
+    if group:
+        yield group
 
 
 @dataclass(frozen=True)
@@ -133,7 +176,7 @@ class PartJournal:
 
 
 class BigFileSender:
-    """Sends big files in parts in a batch of their own, and resumes one a killed run left."""
+    """Sends big files in parts in batches of their own, and resumes one a killed run left."""
 
     def __init__(
         self,
@@ -145,6 +188,8 @@ class BigFileSender:
         *,
         part_bytes: int,
         wait_timeout: float,
+        limits: BigBatchLimits,
+        url_lifetime: float,
     ) -> None:
         self.root = root
         self.client = client
@@ -153,10 +198,17 @@ class BigFileSender:
         self.progress = progress
         self.part_bytes = part_bytes
         self.wait_timeout = wait_timeout
+        self.limits = limits
+        self.url_lifetime = url_lifetime
         self.journal = PartJournal(batches.journal)
         self._lock = threading.Lock()
 
     def send(self, files: Sequence[LocalFile]) -> None:
+        """Send ``files`` in parts, in batches within the service's caps."""
+        for group in big_batches(files, self.part_bytes, self.limits):
+            self._send_batch(group)
+
+    def _send_batch(self, files: Sequence[LocalFile]) -> None:
         """Declare ``files`` in parts, PUT every part, complete, and wait for the service to
         prove their md5s (ClientError naming a file that does not prove)."""
         big = []
@@ -208,26 +260,37 @@ class BigFileSender:
     def _put_and_complete(
         self, files: Sequence[BigFile], answer: list[dict[str, Any]], finished: set[tuple[str, int]]
     ) -> None:
-        urls = {item["path"]: item.get("part_urls") or [] for item in answer}
-        for f in files:
-            if len(urls.get(f.path, [])) != len(f.parts):
-                raise ClientError(f"the server answered no part URLs for {f.path}")
-        todo = [
+        urls = PartUrls(
+            self.client,
+            self.batches.zarr_id,
+            answer,
+            {f.path: len(f.parts) for f in files},
+            fresh_for=self.url_lifetime / 2,
+        )
+        todo = (
             (f, number)
             for f in files
             for number in range(1, len(f.parts) + 1)
             if (f.path, number) not in finished
-        ]
+        )
 
         def put(job: tuple[BigFile, int]) -> None:
             f, number = job
-            start, end = part_ranges(f.size, f.part_size)[number - 1]
-            response = self.client.storage_request(
-                "PUT",
-                urls[f.path][number - 1],
-                body_factory=lambda: FileSlice(self.root / f.path, start, end),
-                headers={"Content-MD5": content_md5(f.parts[number - 1])},
-            )
+            start = (number - 1) * f.part_size
+            end = min(start + f.part_size, f.size)
+
+            def attempt(url: str) -> Any:
+                return self.client.storage_request(
+                    "PUT",
+                    url,
+                    body_factory=lambda: FileSlice(self.root / f.path, start, end),
+                    headers={"Content-MD5": content_md5(f.parts[number - 1])},
+                )
+
+            response = attempt(urls.url(f.path, number))
+            if response.status_code != 200 and refused(job, response).status is PutStatus.EXPIRED:
+                # Its URL expired or was refused as such: a fresh page, once.
+                response = attempt(urls.url(f.path, number, renew=True))
             if response.status_code != 200:
                 raise ClientError(
                     f"storage refused part {number} of {f.path} ({response.status_code}): "
@@ -239,8 +302,11 @@ class BigFileSender:
                 self.result.uploaded_bytes += end - start
                 self.progress.advance(0, end - start)
 
-        with ThreadPoolExecutor(self.client.jobs, thread_name_prefix="dandizarr-part") as pool:
-            list(pool.map(put, todo))
+        # A bounded look-ahead: neither futures nor URLs are held for every part at once.
+        jobs = self.client.jobs
+        with ThreadPoolExecutor(jobs, thread_name_prefix="dandizarr-part") as pool:
+            for _ in ordered_map(pool, put, todo, ahead=2 * jobs):
+                pass
 
         def resend(missing: set[str]) -> None:
             # "path (part N)": the server names what it did not find as declared.

@@ -25,6 +25,9 @@ class ServiceInfo:
     # (docs/api.md, "Big files"); None: any file in one PUT (or an older service).
     multipart_threshold_bytes: int | None = None
     multipart_part_bytes: int | None = None
+    # What one batch's files sent in parts may declare (bytes, parts); None: an older service.
+    batch_declared_bytes_limit: int | None = None
+    batch_declared_parts_limit: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from dandizarr.checksums.local import iter_local_files, iter_local_paths
 from dandizarr.client.api import ApiClient
 from dandizarr.client.batch_session import BatchSession
-from dandizarr.client.big_files import BigFileSender
+from dandizarr.client.big_files import BigBatchLimits, BigFileSender
 from dandizarr.client.digests import tree_checksum
 from dandizarr.client.errors import ApiError, ArchiveNotSharded, ClientError, TokenRequired
 from dandizarr.client.loose_batches import GrowthLimits, LooseBatchSender, NotTaken
@@ -293,6 +293,12 @@ class Uploader:
             self.progress,
             part_bytes=info.multipart_part_bytes or 0,
             wait_timeout=self.options.checksum_timeout,
+            limits=BigBatchLimits(
+                info.batch_limit,
+                info.batch_declared_bytes_limit,
+                info.batch_declared_parts_limit,
+            ),
+            url_lifetime=info.presigned_url_expiry_seconds,
         )
 
     def _growth_limits(self, info: ServiceInfo, local_files: int) -> GrowthLimits | None:

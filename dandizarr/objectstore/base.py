@@ -395,10 +395,17 @@ class ObjectStore(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__} takes no multipart uploads")
 
     def presigned_part_urls(
-        self, key: str, upload_id: str, part_md5s: Sequence[str], *, expires_in: int
+        self,
+        key: str,
+        upload_id: str,
+        part_md5s: Sequence[str],
+        *,
+        expires_in: int,
+        first_part: int = 1,
     ) -> builtins.list[str]:
-        """A URL per part (numbers 1, 2, ... in order) that accepts one PUT of a body whose md5
-        is that part's, bound into its signature as ``presigned_put_url`` binds it."""
+        """A URL per part (numbers ``first_part``, ``first_part + 1``, ... in order: some of
+        an upload's parts, a page at a time) that accepts one PUT of a body whose md5 is that
+        part's, bound into its signature as ``presigned_put_url`` binds it."""
         raise NotImplementedError(f"{type(self).__name__} takes no multipart uploads")
 
     def list_parts(self, key: str, upload_id: str) -> builtins.list[UploadedPart]:

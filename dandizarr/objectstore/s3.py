@@ -321,7 +321,13 @@ class S3ObjectStore(ObjectStore):
         return s3_multipart.create(self.client, self.bucket, key)
 
     def presigned_part_urls(
-        self, key: str, upload_id: str, part_md5s: Sequence[str], *, expires_in: int
+        self,
+        key: str,
+        upload_id: str,
+        part_md5s: Sequence[str],
+        *,
+        expires_in: int,
+        first_part: int = 1,
     ) -> builtins.list[str]:
         base, credentials = self._signer()
         return sigv4.presign_parts(
@@ -332,6 +338,7 @@ class S3ObjectStore(ObjectStore):
             credentials=credentials,
             region=self.region,
             expires_in=expires_in,
+            first_part=first_part,
         )
 
     def list_parts(self, key: str, upload_id: str) -> builtins.list[UploadedPart]:

@@ -84,10 +84,11 @@ def presign_parts(
     credentials: Credentials,
     region: str,
     expires_in: int,
+    first_part: int = 1,
 ) -> list[str]:
     """Presigned UploadPart URLs of ``key``'s multipart upload ``upload_id``, parts numbered
-    1, 2, ... in the order of their ``content_md5s`` (base64), each required as ``presign_puts``
-    requires it."""
+    ``first_part``, ``first_part + 1``, ... in the order of their ``content_md5s`` (base64),
+    each required as ``presign_puts`` requires it."""
     return [
         _presign(
             "PUT",
@@ -99,7 +100,7 @@ def presign_parts(
             expires_in=expires_in,
             query={"partNumber": str(number), "uploadId": upload_id},
         )[0]
-        for number, content_md5 in enumerate(content_md5s, start=1)
+        for number, content_md5 in enumerate(content_md5s, start=first_part)
     ]
 
 

@@ -39,6 +39,11 @@ urlpatterns = [
     path(zarr + "upload/complete/", archives.UploadCompleteView.as_view(), name="zarr-complete"),
     path(zarr + "pack/", archives.PackView.as_view(), name="zarr-pack"),
     path(zarr + "batches/<str:batch_id>/", archives.BatchDetailView.as_view(), name="zarr-batch"),
+    path(
+        zarr + "batches/<str:batch_id>/parts/",
+        archives.BatchPartsView.as_view(),
+        name="zarr-batch-parts",
+    ),
     path(zarr + "versions/", versions.ArchiveVersionsView.as_view(), name="zarr-versions"),
     path(
         zarr + "versions/<str:number>/", versions.ArchiveVersionView.as_view(), name="zarr-version"

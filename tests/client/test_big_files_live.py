@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ import pytest
 import zarr
 from zarr.storage import LocalStore
 
+from dandizarr.client.api import ApiClient
 from dandizarr.client.big_files import PartJournal
+from dandizarr.client.part_urls import PartUrls
 from dandizarr.client.upload import Uploader
 from dandizarr_server.zarr_api.models import MultipartUpload
 from tests.support.live_client import Service, local_checksum, make_tree
@@ -56,6 +59,112 @@ def test_big_files_go_in_parts(service: Service, uploader: MakeUploader, tmp_pat
     assert sorted(proven.values_list("path", flat=True)) == ["0/big.bin", "shard/c/0/0"]
     # 18 small files in single PUTs and 3 parts per big file.
     assert result.put_requests == 20 + 2 * 3
+
+
+@pytest.mark.s3_servers("moto", "seaweedfs")
+def test_parts_past_a_page_are_asked_for_as_they_come(
+    service: Service,
+    uploader: MakeUploader,
+    tmp_path: Path,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pages of one part URL: the start gives each big file its first part's URL, and the
+    client asks for each of the others as its PUT comes (issue #47: no answer holds every part
+    URL of a file)."""
+    settings.DANDIZARR_PART_URLS_PAGE = 1
+    asked: list[tuple[str, int]] = []
+    part_urls = ApiClient.part_urls
+
+    def counted(client: ApiClient, zarr_id: str, batch: int, path: str, first: int) -> Any:
+        asked.append((path, first))
+        return part_urls(client, zarr_id, batch, path, first)
+
+    monkeypatch.setattr(ApiClient, "part_urls", counted)
+    root = tmp_path / "paged.zarr"
+    made = _tree(root)
+    result = uploader(root, name="paged.zarr").run()
+    assert result.ok, result
+    assert sorted(asked) == [(p, n) for p in ("0/big.bin", "shard/c/0/0") for n in (2, 3)]
+    assert {p: d for p, (_, d) in service.remote_files(result.zarr_id).items()} == made
+    assert service.archive(result.zarr_id)["checksum"] == local_checksum(root)
+
+
+@pytest.mark.s3_servers("seaweedfs")
+def test_a_part_url_storage_refuses_is_asked_for_again(
+    service: Service,
+    uploader: MakeUploader,
+    tmp_path: Path,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A URL storage refuses (as an expired one: 403) is asked for afresh, once, and the part
+    PUT again with it. SeaweedFS checks signatures: the first URL of part 2 is spoilt."""
+    settings.DANDIZARR_PART_URLS_PAGE = 1
+    fetch = PartUrls._fetch
+    fetched: list[tuple[str, int]] = []
+
+    def spoil_once(urls: PartUrls, path: str, number: int) -> Any:
+        page = fetch(urls, path, number)
+        if number == 2 and (path, number) not in fetched:
+            page.urls[0] = page.urls[0].replace("X-Amz-Signature=", "X-Amz-Signature=0")
+        fetched.append((path, number))
+        return page
+
+    monkeypatch.setattr(PartUrls, "_fetch", spoil_once)
+    root = tmp_path / "renewed.zarr"
+    made = _tree(root)
+    result = uploader(root, name="renewed.zarr").run()
+    assert result.ok, result
+    # Part 2 of each file twice (spoilt, then afresh), part 3 once.
+    assert sorted(fetched) == [(p, n) for p in ("0/big.bin", "shard/c/0/0") for n in (2, 2, 3)]
+    assert {p: d for p, (_, d) in service.remote_files(result.zarr_id).items()} == made
+
+
+@pytest.mark.s3_servers("moto")
+def test_a_page_is_asked_for_again_once_half_as_old_as_its_urls_live(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A held page serves its parts while it is younger than half the URLs' lifetime; after,
+    the part's URL comes from a fresh page (a 5 TiB file's upload outlasts any URL)."""
+    client = service.client()
+    try:
+        zarr_id = client.create_archive(service.dandiset, "aged.zarr", layout="loose").zarr_id
+        declared = {"path": "big", "etag": "0" * 32, "size": BIG_SIZE, "parts": ["1" * 32] * 3}
+        answer = client.start_batch_in_parts(zarr_id, [declared])
+        asked: list[int] = []
+        part_urls = ApiClient.part_urls
+
+        def counted(api: ApiClient, zarr_id: str, batch: int, path: str, first: int) -> Any:
+            asked.append(first)
+            return part_urls(api, zarr_id, batch, path, first)
+
+        monkeypatch.setattr(ApiClient, "part_urls", counted)
+        urls = PartUrls(client, zarr_id, answer, {"big": 3}, fresh_for=0.5)
+        first = urls.url("big", 2)
+        assert (first, asked) == (answer[0]["part_urls"][1], [])  # the start's page
+        time.sleep(0.6)
+        assert urls.url("big", 2) and asked == [2]  # a fresh page from part 2
+        assert urls.url("big", 3) and asked == [2]  # held: part 3 is in it
+        client.cancel_batch(zarr_id)
+    finally:
+        client.close()
+
+
+@pytest.mark.s3_servers("moto")
+def test_big_files_go_in_batches_within_the_caps(
+    service: Service, uploader: MakeUploader, tmp_path: Path, settings: Any
+) -> None:
+    """Past the service's cap on the bytes one batch declares in parts, the big files go in
+    one batch each."""
+    settings.DANDIZARR_BATCH_DECLARED_BYTES_LIMIT = BIG_SIZE + 1
+    root = tmp_path / "capped.zarr"
+    made = _tree(root)
+    result = uploader(root, name="capped.zarr").run()
+    assert result.ok, result
+    assert {p: d for p, (_, d) in service.remote_files(result.zarr_id).items()} == made
+    batches = set(MultipartUpload.objects.values_list("batch_id", flat=True))
+    assert len(batches) == 2
 
 
 @pytest.mark.s3_servers("moto", "seaweedfs")

@@ -11,8 +11,10 @@ from django.db import connection
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.services import upload_batches
 from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
-from tests.support.api import Actor, md5, upload
+from tests.support.api import Actor, create_archive, md5, upload
+from tests.support.multipart import huge_declaration
 from tests.support.tree_check import assert_tree_matches_storage
 
 # Each thread has its own connection and transaction: the test's rows must be committed.
@@ -114,3 +116,46 @@ def test_next_batch_starts_while_previous_is_pending(owner: Actor, zarr_id: str)
     # Its tree update applied both, in order.
     assert owner.client.get(f"/api/zarr/{zarr_id}/").json()["file_count"] == 2
     assert_tree_matches_storage(zarr_id)
+
+
+def test_one_accounts_starts_in_two_dandisets_are_capped_together(
+    owner: Actor, dandiset: str, s3_storage: str, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cap on what one account's open batches declare in parts holds across archives of
+    different dandisets (whose starts lock no row in common): a start is held after its check,
+    before it commits, while another dandiset's archive's start comes; the second is checked
+    once the first committed, and refused."""
+    settings.DANDIZARR_ACCOUNT_DECLARED_BYTES_LIMIT = 3 << 39  # 1.5 TiB: one start of 1 TiB
+    other = owner.client.post("/api/dandisets/", {"name": "other"}, format="json").json()
+    archives = [
+        create_archive(owner, dandiset, "a.zarr", layout="loose"),
+        create_archive(owner, other["identifier"], "b.zarr", layout="loose"),
+    ]
+    held, release = threading.Event(), threading.Event()
+    sign = upload_batches.first_pages_sign
+
+    def hold_first(uploads: Any) -> Any:
+        if not held.is_set():
+            held.set()
+            release.wait(timeout=10)
+        return sign(uploads)
+
+    monkeypatch.setattr(upload_batches, "first_pages_sign", hold_first)
+    body = huge_declaration(1, 1 << 40)
+
+    def start(zarr_id: str) -> int:
+        path = f"/api/zarr/{zarr_id}/upload/"
+        return int(
+            owner.client.generic("POST", path, body, content_type="application/json").status_code
+        )
+
+    def second() -> int:
+        assert held.wait(timeout=10)
+        # Released after a while: meanwhile the second start waits for the first (or, were
+        # the account not locked, passes its check and commits).
+        threading.Timer(1.0, release.set).start()
+        return start(archives[1])
+
+    codes = run_together([lambda: start(archives[0]), second])
+    assert codes == [200, 400], codes
+    assert Batch.objects.filter(state="open").count() == 1

@@ -213,6 +213,7 @@ ROUTES = {
     "zarr-version": "rows",
     "zarr-version-changes": "rows",
     "zarr-batch": "rows",
+    "zarr-batch-parts": "a write",
     "zarr-finalize": "a write",
     "zarr-ingest": "a write",
     "zarr-upload": "a write",

@@ -67,6 +67,7 @@ ROUTES = {
     "zarr-complete": PRIVATE,
     "zarr-pack": PRIVATE,
     "zarr-batch": PRIVATE,
+    "zarr-batch-parts": PRIVATE,
     "zarr-file": PRIVATE,
     "zarr-path": PRIVATE,
     "zarr-versions": PRIVATE,

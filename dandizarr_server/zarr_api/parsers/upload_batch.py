@@ -73,3 +73,15 @@ def parse_deleted_paths(data: object) -> list[str]:
     """``[{"path": ...}, ...]``: the files to delete."""
     entries = _objects(data, '{"path": ...}')
     return check_paths([e.get("path") for e in entries])
+
+
+def parse_part_page_request(data: object) -> tuple[str, int]:
+    """``{"path": ..., "first_part"?: N}``: which file sent in parts wants part URLs, from
+    which part (1, the default, to S3's 10,000)."""
+    if not isinstance(data, dict):
+        raise ValidationFailed('the body must be {"path": ..., "first_part": ...}')
+    [path] = check_paths([data.get("path")])
+    first = data.get("first_part", 1)
+    if isinstance(first, bool) or not isinstance(first, int) or not 1 <= first <= MAX_PARTS:
+        raise ValidationFailed(f"first_part must be a part number, 1 to {MAX_PARTS}")
+    return path, first

@@ -26,6 +26,7 @@ from dandizarr_server.zarr_api.services.archive_locks import (
 )
 from dandizarr_server.zarr_api.services.batch_endings import batch_endings_settle
 from dandizarr_server.zarr_api.services.bulk_rows import batch_files_insert
+from dandizarr_server.zarr_api.services.part_pages import PartPage
 from dandizarr_server.zarr_api.services.url_lifetimes import upload_urls_issued
 
 # Marks the upload batch that DANDI's POST files/ opened (and that later POST files/ add to).
@@ -36,9 +37,8 @@ OPEN_UPLOAD_NOTE = "open upload (POST files/)"
 class UploadTarget:
     path: str
     upload_url: str | None
-    # A file sent in parts (services.multipart_uploads): a URL per part, in part order.
-    part_size: int | None = None
-    part_urls: tuple[str, ...] = ()
+    # A file sent in parts (services.multipart_uploads): its first page of part URLs.
+    parts: PartPage | None = None
 
 
 def upload_urls_sign(keys_and_md5s: Sequence[tuple[str, str]], *, acl: str = "") -> list[str]:

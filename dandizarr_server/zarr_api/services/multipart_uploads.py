@@ -1,11 +1,13 @@
 """Big files of upload batches, sent in parts (docs/api.md, "Big files").
 
 A start (or add) that declares a file's size over ``DANDIZARR_MULTIPART_THRESHOLD_BYTES`` with
-each part's md5 opens an S3 multipart upload for it and hands out a URL per part, each bound to
-its part's md5. Completing the batch completes the uploads from the parts storage lists (each
-checked against its declared md5: moto takes any body) and checks the object's composite ETag;
-the tree update then proves each file's md5 from its bytes (``multipart_proofs``) before the
-batch is applied. Cancels, stale sweeps and re-declared paths abort their uploads.
+each part's md5 opens an S3 multipart upload for it, within the caps on what a batch and an
+account may declare in parts; its part URLs, each bound to its part's md5, are handed out a
+page at a time (``part_pages``). Completing the batch completes the uploads from the parts
+storage lists (each checked against its declared md5: moto takes any body) and checks the
+object's composite ETag; the tree update then proves each file's md5 from its bytes
+(``multipart_proofs``) before the batch is applied. Cancels, stale sweeps and re-declared
+paths abort their uploads.
 """
 
 from __future__ import annotations
@@ -27,13 +29,21 @@ from dandizarr.objectstore.multipart import (
     part_ranges,
     part_size,
 )
-from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
+from dandizarr_server.zarr_api.domain.declarations import (
+    DeclaredInParts,
+    FileDeclaration,
+    check_declared_in_parts,
+)
 from dandizarr_server.zarr_api.domain.keys import FILES_ROOT
 from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
 from dandizarr_server.zarr_api.parsers.problems import Problem
 from dandizarr_server.zarr_api.runtime.storage import get_store
-from dandizarr_server.zarr_api.services.batch_rules import UploadTarget
+from dandizarr_server.zarr_api.selectors.declared_parts import (
+    account_declared_bytes,
+    batch_declared_in_parts,
+)
+from dandizarr_server.zarr_api.services.archive_locks import lock_account
 
 logger = logging.getLogger(__name__)
 
@@ -105,15 +115,19 @@ def multipart_files_check(files: Sequence[FileDeclaration]) -> list[FileDeclarat
 
 def multipart_uploads_open(
     archive: ZarrArchive, batch: Batch, files: Sequence[FileDeclaration]
-) -> dict[str, UploadTarget]:
+) -> dict[str, MultipartUpload]:
     """Open a multipart upload per big file of ``batch`` (in the caller's transaction, under
-    its archive lock) and sign its part URLs. A path the batch is uploading in parts already
-    keeps its upload when declared again with the same md5 and parts (a client resuming: the
-    parts it sent stay, new URLs for the same upload); otherwise that upload is aborted once
-    this commits. The uploads are opened in storage first (no row can name one that does not
-    exist); one the transaction then does not record is aborted by the sweep
-    (``abandoned_uploads_abort``)."""
+    its archive lock); each big file's upload, by path (the caller signs its part URLs, a page
+    at a time: ``part_pages``). What the batch and its uploader's open batches would then
+    declare in parts is checked against the caps first (``check_declared_in_parts``: refused
+    whole, nothing opened). A path the batch is uploading in parts already keeps its upload
+    when declared again with the same md5 and parts (a client resuming: the parts it sent
+    stay); otherwise that upload is aborted once this commits. The uploads are opened in
+    storage first (no row can name one that does not exist); one the transaction then does
+    not record is aborted by the sweep (``abandoned_uploads_abort``)."""
     big = multipart_files_check(files)
+    if big:
+        _declared_in_parts_check(batch, files, big)
     held = list(
         MultipartUpload.objects.filter(
             batch=batch, path__in=[f.path for f in files], state=MultipartUpload.State.OPEN
@@ -122,7 +136,7 @@ def multipart_uploads_open(
     declared = {f.path: (f.md5, f.size, list(f.part_md5s)) for f in big}
     kept = [u for u in held if declared.get(u.path) == (u.md5, u.size, u.part_md5s)]
     replaced = [u for u in held if u not in kept]
-    resumed = {u.path: _part_targets(u) for u in kept}
+    resumed = {u.path: u for u in kept}
     big = [f for f in big if f.path not in resumed]
     if replaced:
         MultipartUpload.objects.filter(pk__in=[u.pk for u in replaced]).update(
@@ -135,7 +149,7 @@ def multipart_uploads_open(
     keys = [archive.storage_prefix + f.path for f in big]
     upload_ids = store.map_requests(store.create_multipart_upload, keys)
     try:
-        return resumed | _recorded_and_signed(archive, batch, big, keys, upload_ids)
+        return resumed | _recorded(archive, batch, big, keys, upload_ids)
     except BaseException:
         # Nothing will complete them; were this process to die here instead, the sweep
         # (abandoned_uploads_abort) aborts them.
@@ -146,13 +160,25 @@ def multipart_uploads_open(
         raise
 
 
-def _recorded_and_signed(
+def _declared_in_parts_check(
+    batch: Batch, files: Sequence[FileDeclaration], big: Sequence[FileDeclaration]
+) -> None:
+    """The caps, on what the batch would hold in parts once ``files`` are taken (a path
+    declared again counts once, as now declared) and on its uploader's open batches together
+    (read under the uploader's row lock: one start at a time, whatever the archive)."""
+    lock_account(batch.user_id)
+    declared = DeclaredInParts(sum(f.size or 0 for f in big), sum(len(f.part_md5s) for f in big))
+    in_batch = batch_declared_in_parts(batch, except_paths=[f.path for f in files]) + declared
+    check_declared_in_parts(in_batch, account_declared_bytes(batch) + in_batch.bytes)
+
+
+def _recorded(
     archive: ZarrArchive,
     batch: Batch,
     big: Sequence[FileDeclaration],
     keys: Sequence[str],
     upload_ids: Sequence[str],
-) -> dict[str, UploadTarget]:
+) -> dict[str, MultipartUpload]:
     rows = [
         MultipartUpload(
             archive=archive,
@@ -168,18 +194,11 @@ def _recorded_and_signed(
         )
         for f, key, upload_id in zip(big, keys, upload_ids, strict=True)
     ]
-    MultipartUpload.objects.bulk_create(rows)
-    return {row.path: _part_targets(row) for row in rows}
-
-
-def _part_targets(upload: MultipartUpload) -> UploadTarget:
-    urls = get_store().presigned_part_urls(
-        upload.key,
-        upload.upload_id,
-        upload.part_md5s,
-        expires_in=settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS,
-    )
-    return UploadTarget(upload.path, None, upload.part_size, tuple(urls))
+    # A row per INSERT: Django inserts several rows on PostgreSQL as arrays (UNNEST), whose
+    # jsonb[] literal psycopg quotes in Python, two regex callbacks per part md5 (a start's
+    # CPU grew several times over); one row's jsonb libpq quotes.
+    MultipartUpload.objects.bulk_create(rows, batch_size=1)
+    return {row.path: row for row in rows}
 
 
 def multipart_uploads_abort(uploads: Sequence[MultipartUpload]) -> None:

@@ -42,6 +42,7 @@ from dandizarr_server.zarr_api.services.multipart_uploads import (
     multipart_uploads_open,
 )
 from dandizarr_server.zarr_api.services.pack_batches import uploaded_shards_verify
+from dandizarr_server.zarr_api.services.part_pages import first_pages_sign
 from dandizarr_server.zarr_api.services.url_lifetimes import reconcile_when_urls_expire
 
 logger = logging.getLogger(__name__)
@@ -61,14 +62,16 @@ def batch_start(
 def upload_targets_issue(
     archive: ZarrArchive, batch: Batch, files: Sequence[FileDeclaration], acl: str
 ) -> list[UploadTarget]:
-    """Each file's URL bound to its md5 (or requiring ``acl``), or a big file's part URLs (its
-    upload in parts opened)."""
+    """Each file's URL bound to its md5 (or requiring ``acl``), or a big file's first page of
+    part URLs (its upload in parts opened)."""
     in_parts = multipart_uploads_open(archive, batch, files)
+    pages = first_pages_sign([in_parts[f.path] for f in files if f.path in in_parts])
     whole = upload_targets_sign(
         [(f.path, archive.storage_prefix + f.path, f.md5) for f in files if f.path not in in_parts],
         acl=acl,
     )
-    signed = in_parts | {t.path: t for t in whole}
+    signed = {path: UploadTarget(path, None, page) for path, page in pages.items()}
+    signed |= {t.path: t for t in whole}
     return [signed[f.path] for f in files]
 
 

@@ -21,7 +21,10 @@ from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.parsers.archive_filters import parse_archive_filters
 from dandizarr_server.zarr_api.parsers.dandi import required_acl
 from dandizarr_server.zarr_api.parsers.pack_batch import PackBatchBody, pack_batch_shards
-from dandizarr_server.zarr_api.parsers.upload_batch import parse_upload_files
+from dandizarr_server.zarr_api.parsers.upload_batch import (
+    parse_part_page_request,
+    parse_upload_files,
+)
 from dandizarr_server.zarr_api.parsers.upload_body import UploadBodyParser
 from dandizarr_server.zarr_api.selectors.listings import archives_listed
 from dandizarr_server.zarr_api.selectors.lookups import (
@@ -36,6 +39,7 @@ from dandizarr_server.zarr_api.services.batch_rules import UploadTarget
 from dandizarr_server.zarr_api.services.conversion import archive_conversion_start
 from dandizarr_server.zarr_api.services.dandisets import archive_create
 from dandizarr_server.zarr_api.services.pack_batches import pack_batch_start
+from dandizarr_server.zarr_api.services.part_pages import part_urls_next
 from dandizarr_server.zarr_api.services.upload_batches import (
     batch_cancel,
     batch_complete,
@@ -46,6 +50,8 @@ from dandizarr_server.zarr_api.views.serializers import (
     ArchiveCreateSerializer,
     ArchiveSerializer,
     BatchSerializer,
+    part_page_data,
+    upload_target_data,
 )
 
 
@@ -145,13 +151,7 @@ def _loose_files_request(
         files=parse_upload_files(request.data),
         acl=required_acl(request.headers),
     )
-    return Response(
-        [
-            {"path": t.path, "upload_url": t.upload_url}
-            | ({"part_size": t.part_size, "part_urls": t.part_urls} if t.part_urls else {})
-            for t in targets
-        ]
-    )
+    return Response([upload_target_data(t) for t in targets])
 
 
 class UploadAddView(APIView):
@@ -190,6 +190,34 @@ class BatchDetailView(APIView):
         return Response(
             BatchSerializer(batch_get(archive_get(zarr_id, request.user), batch_id)).data
         )
+
+
+class BatchPartsView(APIView):
+    """The next part URLs of a file sent in parts, for its batch's uploader while the batch
+    is open (docs/api.md, "Big files")."""
+
+    @extend_schema(
+        request={
+            "application/json": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "first_part": {"type": "integer"}},
+                "required": ["path"],
+            }
+        },
+        responses={200: {"type": "object"}},
+    )
+    def post(self, request: Request, zarr_id: str, batch_id: str) -> Response:
+        archive = archive_for_write(zarr_id, request.user)
+        require_writer(request.user, archive.dandiset)  # before the body is read
+        path, first_part = parse_part_page_request(request.data)
+        page = part_urls_next(
+            user=request.user,
+            archive=archive,
+            batch_id=batch_id,
+            path=path,
+            first_part=first_part,
+        )
+        return Response({"path": path, **part_page_data(page)})
 
 
 class PackView(APIView):

@@ -60,6 +60,10 @@ class InfoView(APIView):
                 # Files over this are declared with their size and parts (null: never).
                 "multipart_threshold_bytes": multipart_threshold(),
                 "multipart_part_bytes": settings.DANDIZARR_MULTIPART_PART_BYTES,
+                # What files sent in parts may declare: one batch, one account's open ones.
+                "batch_declared_bytes_limit": settings.DANDIZARR_BATCH_DECLARED_BYTES_LIMIT,
+                "batch_declared_parts_limit": settings.DANDIZARR_BATCH_DECLARED_PARTS_LIMIT,
+                "account_declared_bytes_limit": settings.DANDIZARR_ACCOUNT_DECLARED_BYTES_LIMIT,
             }
         )
 

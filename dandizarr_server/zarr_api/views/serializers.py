@@ -23,6 +23,8 @@ from dandizarr_server.zarr_api.selectors.dandi import (
     asset_metadata,
     dandiset_summary,
 )
+from dandizarr_server.zarr_api.services.batch_rules import UploadTarget
+from dandizarr_server.zarr_api.services.part_pages import PartPage
 
 
 class StrictCharField(serializers.CharField):
@@ -220,3 +222,24 @@ class BatchSerializer(serializers.ModelSerializer[Batch]):
 
     def get_shards(self, batch: Batch) -> int:
         return batch.shards.count()
+
+
+def part_page_data(page: PartPage) -> dict[str, Any]:
+    """A page of a big file's part URLs (docs/api.md, "Big files"): ``part_urls[i]`` is part
+    ``first_part + i``'s; ``next_part`` the first it does not reach (null: none left)."""
+    return {
+        "batch": page.batch,
+        "part_size": page.part_size,
+        "part_count": page.part_count,
+        "first_part": page.first_part,
+        "part_urls": page.urls,
+        "next_part": page.next_part,
+    }
+
+
+def upload_target_data(target: UploadTarget) -> dict[str, Any]:
+    """A file's entry of a start's (or add's) answer: its URL, or its first page of parts."""
+    entry: dict[str, Any] = {"path": target.path, "upload_url": target.upload_url}
+    if target.parts is not None:
+        entry |= part_page_data(target.parts)
+    return entry
