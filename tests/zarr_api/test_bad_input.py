@@ -95,7 +95,8 @@ def test_deeply_nested_json_is_400(owner: Actor, dandiset: str, zarr_id: str) ->
         f"/api/dandisets/{dandiset}/versions/draft/assets/",
     ):
         response = owner.client.post(url, nested, content_type="application/json")
-        assert_4xx(response, 400, "JSON")
+        assert_4xx(response, 400, "nests deeper than")
+        assert response.json()["code"] == "body_too_deep"
     assert db_snapshot() == before
 
 

@@ -36,7 +36,10 @@ def real_parameters(owner: Actor, dandiset: str, zarr_id: str) -> dict[str, str]
     publish(owner, dandiset)  # version 1 of the archive, for the versions routes
     batch = Batch.objects.filter(archive__zarr_id=zarr_id).first()
     assert batch is not None
+    session = owner.client.post(f"/api/zarr/{zarr_id}/sessions/", format="json")
+    assert session.status_code == 201, session.content
     return {
+        "session_id": session.json()["session_id"],
         "identifier": dandiset,
         "version": "draft",
         "zarr_id": zarr_id,
