@@ -35,6 +35,11 @@ _REPLACEMENT = rb"\ufffd"
 _PAIR_BYTES = 12
 _HALF_BYTES = 6
 _BLOCK_BYTES = 64 * 1024
+# The longest run of a body between two quotes: longer than any value a batch holds (a key is at
+# most 1,024 bytes, six times that escaped) and than any whitespace a client pads with. yajl
+# lexes a token again with each block that extends it, so one 30 MB string cost 2 CPU-s in
+# 64 KiB blocks; with this bound, a token costs what its bytes cost.
+MAX_TOKEN_BYTES = 64 * 1024
 
 
 class JsonBody:
@@ -49,6 +54,7 @@ class JsonBody:
         self._pending = b""  # the end of the last block, scanned again with the next
         self._ended = False
         self.lone_surrogate = ""  # the first escaped lone surrogate, if any
+        self._since_quote = 0  # bytes read since the last '"'
 
     def read(self, size: int = -1) -> bytes:
         while size != 0 and not self._ended:
@@ -57,6 +63,7 @@ class JsonBody:
             else:
                 block = self._stream.read(size if size > 0 else _BLOCK_BYTES)
             self._ended = not block
+            self._bound_tokens(block)
             if passed := self._scanned(block):
                 return passed
         return b""
@@ -66,6 +73,18 @@ class JsonBody:
             raise ValidationFailed(
                 f"invalid body: the escape {self.lone_surrogate} is a lone surrogate; "
                 "strings must be valid UTF-8"
+            )
+
+    def _bound_tokens(self, block: bytes) -> None:
+        """Refuse the body once ``MAX_TOKEN_BYTES`` pass without a quote (before yajl sees them)."""
+        runs = block.split(b'"')
+        longest = max(self._since_quote + len(runs[0]), *map(len, runs[1:-1]), len(runs[-1]))
+        self._since_quote = len(runs[-1]) if len(runs) > 1 else self._since_quote + len(block)
+        if longest > MAX_TOKEN_BYTES:
+            raise ValidationFailed(
+                f"the body holds a value or a run of whitespace longer than {MAX_TOKEN_BYTES} "
+                "bytes; no value of a batch is that long",
+                code="value_too_long",
             )
 
     def _scanned(self, block: bytes) -> bytes:
