@@ -12,9 +12,10 @@ from dandizarr.objectstore.keys import MAX_KEY_BYTES
 ECHO_CHARS = 64
 # A detail message as a whole.
 DETAIL_CHARS = 2048
-# A string in an error's fields (``paths``, ``missing``, ...): the longest key storage takes,
-# so every path a client must act on (a missing file to send again) arrives whole.
-FIELD_CHARS = MAX_KEY_BYTES
+# A string in an error's fields (``paths``, ``missing``, ...): four times the longest key
+# storage takes, so every path a client must act on (a missing file to send again) arrives
+# whole, older ones included (names an archive holds stay readable past today's rules).
+FIELD_CHARS = 4 * MAX_KEY_BYTES
 # Containers in an error's fields: the service's own shapes nest three deep ({"paths": [{"path":
 # ...}]}); deeper than this, a value is a client's, refused, and not repeated.
 FIELD_DEPTH = 4
