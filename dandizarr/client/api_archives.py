@@ -44,6 +44,20 @@ class ArchiveCalls(ApiConnection):
         ).json()
         return result
 
+    def ensure_draft_asset(self, dandiset: str, path: str, zarr_id: str) -> str | None:
+        """The id of the asset at ``path`` of ``dandiset``'s draft naming archive ``zarr_id``,
+        made when the draft has none there (as the ``dandi`` client adds a Zarr it uploaded);
+        None when that path is another archive's asset (never replaced)."""
+        assets = f"/api/dandisets/{quote(dandiset)}/versions/draft/assets/"
+        for item in self.get_json(assets, params={"path": path}).get("results", []):
+            if item.get("path") != path:
+                continue  # ?path= is a prefix
+            return str(item["asset_id"]) if item.get("zarr_id") == zarr_id else None
+        created = self.request(
+            "POST", assets, json={"path": path, "zarr_id": zarr_id, "metadata": {}}, expect=(201,)
+        ).json()
+        return str(created["asset_id"])
+
     # --- archives ----------------------------------------------------------------------------
 
     def get_archive(self, zarr_id: str) -> Archive:

@@ -44,6 +44,9 @@ class UploadResult:
     local_checksum: str | None = None
     expected_checksum: str | None = None
     server_checksum: str | None = None
+    # The asset of the dandiset's draft that names the archive (path = the archive's name), once
+    # the upload is verified: what publishing and `dandi download` see.
+    asset_id: str | None = None
 
     @property
     def ok(self) -> bool:

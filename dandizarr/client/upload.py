@@ -144,6 +144,8 @@ class Uploader:
             kept = None if self.options.sync or not remote_only else remote
             self._verify(listing, kept)
             self.result.add_time("verify", verify_started)
+            if self.result.ok:
+                self._ensure_asset()
         finally:
             listing.close()  # its temporary files
             if remote is not None:
@@ -151,6 +153,18 @@ class Uploader:
         self.result.retries = self.client.retries.count
         self.result.elapsed_seconds = time.perf_counter() - started
         return self.result
+
+    def _ensure_asset(self) -> None:
+        """The verified archive as an asset of its dandiset's draft (path: its name)."""
+        assert self.archive is not None
+        archive = self.archive
+        asset = self.client.ensure_draft_asset(archive.dandiset, archive.name, archive.zarr_id)
+        if asset is None:
+            self.progress.message(
+                f"the draft of dandiset {archive.dandiset} has another archive's asset at "
+                f"{archive.name!r}: left as it is, and this archive is no asset of the draft"
+            )
+        self.result.asset_id = asset
 
     def _resolve_archive(self) -> Archive:
         options = self.options

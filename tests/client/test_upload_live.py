@@ -289,3 +289,44 @@ def test_a_second_upload_matches_the_servers_files_in_path_order(
     assert (second["uploaded_files"], second["skipped_files"]) == (1, 8)
     assert (second["remote_only_files"], second["deleted_files"]) == (1, 0)
     assert second["server_checksum"] == second["expected_checksum"]
+
+
+def _draft_assets(service: Service) -> list[dict[str, Any]]:
+    listed = service.api("GET", f"/api/dandisets/{service.dandiset}/versions/draft/assets/")
+    assert listed.status_code == 200, listed.text
+    results: list[dict[str, Any]] = listed.json()["results"]
+    return results
+
+
+def test_an_upload_makes_the_archive_an_asset_of_the_draft_once(
+    service: Service, tree: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Issue #49, 5: as the `dandi` client does, so publishing and `dandi download` see it;
+    a second upload finds its asset, and another archive's asset at the path is left alone."""
+    root, _ = tree
+    with service.client() as client:
+        first = client.upload(root, dandiset=service.dandiset)
+        again = client.upload(root, dandiset=service.dandiset)
+    assert first.ok and again.ok
+    assets = _draft_assets(service)
+    assert [(a["path"], a["zarr_id"]) for a in assets] == [("sample.zarr", first.zarr_id)]
+    assert first.asset_id == again.asset_id == assets[0]["asset_id"]
+    status, shown = service.cli_json("upload", str(root), "--dandiset", service.dandiset)
+    assert status == 0 and shown["asset_id"] == first.asset_id
+
+    other = tmp_path / "other.zarr"
+    make_tree(other, 4, seed=3)
+    with service.client() as client:
+        taken = client.upload(other, dandiset=service.dandiset, name="elsewhere.zarr")
+        moved = service.api(
+            "PATCH",
+            f"/api/dandisets/{service.dandiset}/versions/draft/assets/{taken.asset_id}/",
+            json={"path": "sample2.zarr"},
+        )
+        assert moved.status_code == 200, moved.text
+        clash = tmp_path / "sample2.zarr"
+        make_tree(clash, 4, seed=4)
+        result = client.upload(clash, dandiset=service.dandiset)
+    assert result.ok and result.asset_id is None  # the path is another archive's asset
+    by_path = {a["path"]: a["zarr_id"] for a in _draft_assets(service)}
+    assert by_path == {"sample.zarr": first.zarr_id, "sample2.zarr": taken.zarr_id}
