@@ -3,10 +3,12 @@ open; its files may still be PUT), for services, views, status fields and annota
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.db.models import OuterRef, Q, QuerySet
 
 from dandizarr_server.zarr_api.edge.exceptions import NotFound
-from dandizarr_server.zarr_api.models import Batch, ZarrArchive
+from dandizarr_server.zarr_api.models import Batch, BatchFile, ZarrArchive
 
 
 def open_batches(archive: ZarrArchive | OuterRef) -> QuerySet[Batch]:
@@ -31,3 +33,16 @@ def open_batch_get(archive: ZarrArchive) -> Batch:
             code="no_open_batch",
         )
     return batch
+
+
+def loose_upload_paths(archive: ZarrArchive, paths: Sequence[str]) -> set[str]:
+    """Those of ``paths`` an upload batch still open or pending writes loose: their loose
+    objects are that batch's, whatever the tree says of the path now."""
+    return set(
+        BatchFile.objects.filter(
+            batch__archive=archive,
+            batch__kind=Batch.Kind.UPLOAD,
+            batch__state__in=[Batch.State.OPEN, Batch.State.PENDING],
+            path__in=list(paths),
+        ).values_list("path", flat=True)
+    )

@@ -13,6 +13,7 @@ from django.db.models import F
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.selectors.open_batches import loose_upload_paths
 from dandizarr_server.zarr_api.selectors.shard_members import member_rows_at, packed_paths
 from dandizarr_server.zarr_api.services.bulk_rows import (
     ROWS_PER_STATEMENT,
@@ -108,14 +109,7 @@ def stale_loose_copies_delete(archive_pk: int, paths: Sequence[str]) -> None:
         return
     with transaction.atomic():
         archive = ZarrArchive.objects.select_for_update().get(pk=archive_pk)
-        busy = set(
-            BatchFile.objects.filter(
-                batch__archive=archive,
-                batch__kind=Batch.Kind.UPLOAD,
-                batch__state__in=[Batch.State.OPEN, Batch.State.PENDING],
-                path__in=paths,
-            ).values_list("path", flat=True)
-        )
+        busy = loose_upload_paths(archive, paths)
         packed = packed_paths(archive, paths)
         stale = [p for p in paths if p in packed and p not in busy]
         get_store().delete_many(archive.storage_prefix + p for p in stale)

@@ -13,13 +13,13 @@ from django.utils import timezone
 
 from dandizarr_server.zarr_api.models import (
     Batch,
-    BatchFile,
     SessionFile,
     WriteSession,
     ZarrArchive,
 )
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
+from dandizarr_server.zarr_api.selectors.open_batches import loose_upload_paths
 from dandizarr_server.zarr_api.services.write_sessions import session_end, staged_objects_delete
 
 logger = logging.getLogger(__name__)
@@ -79,15 +79,7 @@ def committed_sessions_settle(archive_pk: int) -> int:
 def _loose_objects_delete(archive_pk: int, paths: Sequence[str]) -> None:
     with transaction.atomic():
         archive = ZarrArchive.objects.select_for_update().get(pk=archive_pk)
-        # A batch open or pending writes the path loose again: the object is its.
-        busy = set(
-            BatchFile.objects.filter(
-                batch__archive=archive,
-                batch__kind=Batch.Kind.UPLOAD,
-                batch__state__in=[Batch.State.OPEN, Batch.State.PENDING],
-                path__in=list(paths),
-            ).values_list("path", flat=True)
-        )
+        busy = loose_upload_paths(archive, paths)
         present = archive_snapshot(archive).files_state(paths)
         gone = [p for p in paths if present[p] is None and p not in busy]
         get_store().delete_many(archive.storage_prefix + p for p in gone)
