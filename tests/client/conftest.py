@@ -117,6 +117,32 @@ def stores() -> Iterator[list[ArchiveStore]]:
 
 
 @pytest.fixture
+def archive(service: Service) -> str:
+    """A new loose archive in the test dandiset (for the stores that write into it)."""
+    response = service.api(
+        "POST", "/api/zarr/", json={"name": "written.zarr", "dandiset": service.dandiset}
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["zarr_id"])
+
+
+@pytest.fixture
+def opened(service: Service, archive: str) -> Iterator[Any]:
+    """``opened(**kwargs)``: an ``ArchiveStore`` on ``archive`` (the service's token unless
+    given), closed when the test ends."""
+    made: list[ArchiveStore] = []
+
+    def make(**kwargs: Any) -> ArchiveStore:
+        kwargs.setdefault("token", service.token)
+        made.append(ArchiveStore(service.url, archive, **kwargs))
+        return made[-1]
+
+    yield make
+    for store in made:
+        store.close()
+
+
+@pytest.fixture
 def flaky(service: Service, settings: Any) -> Iterator[FlakyStorage]:
     """A proxy in front of ``service``'s S3 server that fails requests on cue; the service signs
     its URLs for it."""

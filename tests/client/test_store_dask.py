@@ -6,43 +6,18 @@ checksum is the one the same writes give written locally."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dask.array as da
 import numpy as np
-import pytest
 import xarray as xr
 import zarr
 from distributed import Client, LocalCluster
 from zarr.storage import LocalStore
 
-from dandizarr.client.store import ArchiveStore
 from tests.support.api import expected_checksum
 from tests.support.live_client import Service
-
-
-@pytest.fixture
-def archive(service: Service) -> str:
-    response = service.api(
-        "POST", "/api/zarr/", json={"name": "dask.zarr", "dandiset": service.dandiset}
-    )
-    assert response.status_code == 201, response.text
-    return str(response.json()["zarr_id"])
-
-
-@pytest.fixture
-def opened(service: Service, archive: str) -> Iterator[Any]:
-    stores: list[ArchiveStore] = []
-
-    def make(**kwargs: Any) -> ArchiveStore:
-        stores.append(ArchiveStore(service.url, archive, token=service.token, **kwargs))
-        return stores[-1]
-
-    yield make
-    for store in stores:
-        store.close()
 
 
 def local_checksum(root: Path) -> str:

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -37,30 +36,6 @@ from tests.support.live_client import Service
 
 PROTO = default_buffer_prototype()
 IMAGE = np.arange(64 * 48, dtype="uint16").reshape(64, 48)
-
-
-@pytest.fixture
-def archive(service: Service) -> str:
-    response = service.api(
-        "POST", "/api/zarr/", json={"name": "written.zarr", "dandiset": service.dandiset}
-    )
-    assert response.status_code == 201, response.text
-    return str(response.json()["zarr_id"])
-
-
-@pytest.fixture
-def opened(service: Service, archive: str) -> Iterator[Any]:
-    """``opened(**kwargs)``: a store on the archive, closed when the test ends."""
-    stores: list[ArchiveStore] = []
-
-    def make(**kwargs: Any) -> ArchiveStore:
-        kwargs.setdefault("token", service.token)
-        stores.append(ArchiveStore(service.url, archive, **kwargs))
-        return stores[-1]
-
-    yield make
-    for store in stores:
-        store.close()
 
 
 def local_files(root: Path) -> dict[str, bytes]:
