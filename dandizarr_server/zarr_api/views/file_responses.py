@@ -15,7 +15,7 @@ from django.http import (
     StreamingHttpResponse,
 )
 
-from dandizarr.objectstore import ObjectNotFound
+from dandizarr.objectstore import ObjectNotFound, PreconditionFailed
 from dandizarr.objectstore.base import strip_etag
 from dandizarr.objectstore.user_bytes import user_bytes_headers
 from dandizarr_server.zarr_api.edge.byte_ranges import Unsatisfiable, parse_range
@@ -37,7 +37,7 @@ def file_response(
     """The bytes of file ``path`` of ``archive`` (a reader the caller found allowed): Range,
     If-Range, If-Match, If-None-Match and If-Modified-Since (304), 416, HEAD, the cache policy
     and the user-bytes headers (``attachment`` where a browser navigates to them)."""
-    stored = stored_bytes(archive, path)
+    stored = stored_bytes(archive, path, current=True)
     validators = read_validators(archive, stored.md5)
     if (wanted := request.headers.get("If-Match")) and not etag_listed(wanted, stored.md5):
         return error_response(
@@ -76,19 +76,24 @@ def _read(
 ) -> itertools.chain[bytes]:
     """The bytes ``[begin, stop)`` of the file: one ranged storage read per 8 MiB (a chunk file
     is one), never the whole shard. The first read happens now, so a missing object is a 404
-    and not a cut-off 200. A file packed since it was looked up (``POST pack/`` deletes the
-    loose object after committing the member) is looked up once more."""
+    and not a cut-off 200. Bytes not where they were found (a file packed since it was looked
+    up: ``POST pack/`` deletes the loose object after committing the member; a version's file
+    the draft replaced since) are looked up once more, exactly."""
     for attempt in range(2):
         location = MemberLocation(
-            stored.key, stored.offset + begin, stop - begin, version_id=stored.version_id
+            stored.key,
+            stored.offset + begin,
+            stop - begin,
+            version_id=stored.version_id,
+            if_match=stored.if_match,
         )
         blocks = iter_member_bytes(location)
         try:
             first = next(blocks, b"")
-        except ObjectNotFound:
+        except (ObjectNotFound, PreconditionFailed):
             if attempt:
                 raise NotFound(f"{path!r} is gone from zarr archive {archive.zarr_id}") from None
-            stored = stored_bytes(archive, path)
+            stored = stored_bytes(archive, path, again=True)
             continue
         return itertools.chain([first], blocks)
     raise AssertionError("unreachable")
