@@ -14,7 +14,9 @@ its shard). CPU-seconds from ``/proc`` of the web workers, of the database's Pos
 backends, of Redis and of SeaweedFS, per read; the ratio is the whole stack's (web workers +
 PostgreSQL) to SeaweedFS's own for the presigned GET (target: at most 1.5x; a 304 at most
 1 ms). Then a version's manifest and DANDI ``files`` page asked again (made once, then kept:
-at most 2 ms each).
+at most 2 ms each). Last, with Debian's nginx installed, a version's chunks through the
+caching proxy (``deploy/nginx.conf.template``) once it keeps them: the service's CPU (0) and
+nginx's.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from bench.bench_sharded import make_array
 from bench.s3_env import DATABASE_SERVER_URL, cpu_seconds
 from dandizarr.client import DandizarrClient
 from tests.support.production import Production, tools_missing
+from tests.support.proxy import NginxProxy, nginx_binary
 from tests.support.seaweedfs import SeaweedS3
 from tests.support.service_processes import child_pids
 
@@ -72,6 +75,7 @@ class Spent:
     database: float
     redis: float
     storage: float
+    proxy: float = 0.0
 
     def per_read_ms(self, seconds: float) -> float:
         return 1000 * seconds / self.reads
@@ -87,6 +91,7 @@ class Meter:
     def __init__(self, deployment: Production, s3: SeaweedS3) -> None:
         self.deployment = deployment
         self.s3 = s3
+        self.proxy: NginxProxy | None = None
 
     def _database_pids(self) -> list[int]:
         with psycopg.connect(self.deployment.server_database_url, autocommit=True) as conn:
@@ -99,11 +104,13 @@ class Meter:
     def _groups(self) -> dict[str, list[int]]:
         storage = [self.s3.process.pid] if self.s3.process is not None else []
         storage += [c for pid in storage for c in child_pids(pid)]
+        proxy = [self.proxy.pid, *child_pids(self.proxy.pid)] if self.proxy is not None else []
         return {
             "web": self.deployment.web_worker_pids(),
             "database": self._database_pids(),
             "redis": [self.deployment.redis.pid],
             "storage": storage,
+            "proxy": proxy,
         }
 
     def measure(self, label: str, reads: int, run: Callable[[], object]) -> Spent:
@@ -141,7 +148,7 @@ class Meter:
             stop.set()
             sampler.join()
         sample()
-        spent = dict.fromkeys(("web", "database", "redis", "storage"), 0.0)
+        spent = dict.fromkeys(("web", "database", "redis", "storage", "proxy"), 0.0)
         for pid, name in group.items():
             spent[name] += last[pid] - first[pid]
         return Spent(label, reads, **spent)
@@ -268,6 +275,35 @@ def _profiled(
     return f"  {label}, sampled by py-spy:\n{profiles.summary(raw, top=10)}"
 
 
+def _through_the_proxy(
+    meter: Meter,
+    deployment: Production,
+    archives: dict[str, dict[str, Any]],
+    keys: list[str],
+    expected: dict[str, bytes],
+    base: Path,
+) -> list[Spent]:
+    """A version's chunks read through the caching proxy (deploy/nginx.conf.template), once
+    kept: what the service spends on them (nothing) and nginx."""
+    proxy = NginxProxy(base / "nginx", deployment.url.removeprefix("http://"))
+    proxy.start()
+    meter.proxy = proxy
+    try:
+        return [
+            _run_case(
+                meter,
+                f"{layout}, version through the proxy (kept)",
+                _service_read(proxy.url, ids["version"], etags=None),
+                keys,
+                expected,
+            )
+            for layout, ids in archives.items()
+        ]
+    finally:
+        meter.proxy = None
+        proxy.stop()
+
+
 def _documents(meter: Meter, deployment: Production, version_id: str) -> list[Spent]:
     """A version's manifest and DANDI ``files`` page: made once, then asked again."""
     spent = []
@@ -293,18 +329,19 @@ def _documents(meter: Meter, deployment: Production, version_id: str) -> list[Sp
 def _table(rows: list[Spent], ceilings: dict[str, float]) -> str:
     lines = [
         "| read | web workers | PostgreSQL | Redis | service (web + PostgreSQL) | SeaweedFS "
-        "during | SeaweedFS's own GET | ratio |",
-        "|---|---|---|---|---|---|---|---|",
+        "during | nginx | SeaweedFS's own GET | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         ceiling = ceilings.get(row.label.split(",")[0])
-        ratio = f"{row.stack / row.reads * 1000 / ceiling:.1f}x" if ceiling else "-"
+        measured = ceiling and "304" not in row.label
+        ratio = f"{row.stack / row.reads * 1000 / ceiling:.1f}x" if measured else "-"
         own = f"{ceiling:.2f} ms" if ceiling else "-"
         lines.append(
             f"| {row.label} | {row.per_read_ms(row.web):.2f} ms | "
             f"{row.per_read_ms(row.database):.2f} ms | {row.per_read_ms(row.redis):.2f} ms | "
             f"{row.per_read_ms(row.stack):.2f} ms | {row.per_read_ms(row.storage):.2f} ms | "
-            f"{own} | {ratio} |"
+            f"{row.per_read_ms(row.proxy):.2f} ms | {own} | {ratio} |"
         )
     return "\n".join(lines)
 
@@ -370,6 +407,8 @@ def main() -> None:
                     label = f"{layout}, {state}: If-None-Match -> 304"
                     rows.append(_run_case(meter, label, revalidate, keys, expected))
             documents = _documents(meter, deployment, archives["loose"]["version"])
+            if nginx_binary() is not None:
+                rows += _through_the_proxy(meter, deployment, archives, keys, expected, base)
         finally:
             deployment.stop()
             s3.stop()
@@ -378,7 +417,7 @@ def main() -> None:
     print()
     for row in rows:
         layout = row.label.split(",")[0]
-        if "presigned" in row.label:
+        if "presigned" in row.label or "proxy" in row.label:
             continue
         per = row.per_read_ms(row.stack)
         if "304" in row.label:
@@ -388,6 +427,10 @@ def main() -> None:
             ratio = per / ceilings[layout]
             verdict = "met" if ratio <= TARGET else "missed"
             print(f"  {row.label}: {ratio:.1f}x SeaweedFS's own (target <= {TARGET}x: {verdict})")
+    for row in rows:
+        if "through the proxy" in row.label:
+            print(f"  {row.label}: {row.per_read_ms(row.stack):.2f} ms of service CPU a read "
+                  "(target: 0)")  # fmt: skip
     for row in documents:
         per = row.per_read_ms(row.stack)
         verdict = "met" if per <= DOCUMENT_TARGET_MS else "missed"
