@@ -294,6 +294,9 @@ if _CACHE_URL:
             "LOCATION": _CACHE_URL,
         }
     }
+# A version's documents (listing pages, manifests) are made once and kept in that cache up to
+# this many bytes each (zarr_api.runtime.kept_documents); longer ones are made per request.
+DANDIZARR_KEPT_DOCUMENT_BYTES = env_int("DANDIZARR_KEPT_DOCUMENT_BYTES", 4 << 20)
 
 # --- Object storage --------------------------------------------------------------------------
 DANDIZARR_STORAGE = env_str("DANDIZARR_STORAGE", "local")

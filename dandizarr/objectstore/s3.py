@@ -13,7 +13,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from botocore.httpsession import URLLib3Session
 
-from dandizarr.objectstore import s3_multipart, s3_puts, s3_versions, sigv4
+from dandizarr.objectstore import s3_gets, s3_multipart, s3_puts, s3_versions, sigv4
 from dandizarr.objectstore.base import (
     DELETE_BATCH_SIZE,
     InvalidRange,
@@ -215,22 +215,37 @@ class S3ObjectStore(ObjectStore):
             if start > info.size:
                 raise InvalidRange(f"{key}: start {start} is past the end ({info.size} bytes)")
             return b"", info.etag
+        headers = {"If-Match": extra["IfMatch"]} if if_match is not None else {}
         if (header := range_header(start, end)) is not None:
-            extra["Range"] = header
+            headers["Range"] = header
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=key, **extra)
-        except ClientError as error:
-            if error_code(error) == "InvalidRange" or error_status(error) == 416:
-                # S3 refuses any range starting at or after the end, including every range of
-                # an empty object; the interface only refuses a start *past* the end.
-                info = self._head_checked(key, extra)
-                if start < 0 or start == info.size:
-                    return b"", info.etag
-                raise InvalidRange(
-                    f"{key}: start {start} is past the end ({info.size} bytes)"
-                ) from error
-            raise translate_error(error, key, if_match) from error
-        return response["Body"].read(), strip_etag(response["ETag"])
+            return self._get(key, headers, if_match=if_match)
+        except s3_gets.RangeRefused as error:
+            # S3 refuses any range starting at or after the end, including every range of
+            # an empty object; the interface only refuses a start *past* the end.
+            info = self._head_checked(key, extra)
+            if start < 0 or start == info.size:
+                return b"", info.etag
+            raise InvalidRange(
+                f"{key}: start {start} is past the end ({info.size} bytes)"
+            ) from error
+
+    def _get(
+        self, key: str, headers: Mapping[str, str], *, version_id: str | None = None, **kw: Any
+    ) -> tuple[bytes, str]:
+        """A GET of ``key`` (its version ``version_id``) presigned and sent over the client's
+        connections (``s3_gets``): less than half the CPU of a ``get_object``."""
+        query = {"versionId": version_id} if version_id is not None else None
+
+        def sign() -> str:
+            base, credentials = self._signer(requests=True)
+            expiry = s3_puts.URL_EXPIRES_IN
+            return sigv4.presign_gets(
+                base, [key], credentials=credentials, region=self.region, expires_in=expiry,
+                query=query,
+            )[0]  # fmt: skip
+
+        return s3_gets.get_object(_http_session(self.client), sign, key, headers, **kw)
 
     def _head_checked(self, key: str, extra: dict[str, Any]) -> ObjectInfo:
         """HEAD that raises ObjectNotFound / PreconditionFailed like the GET would have."""
@@ -304,10 +319,10 @@ class S3ObjectStore(ObjectStore):
 
     def get_version_range(self, key: str, version_id: str, start: int, end: int) -> bytes:
         validate_range(start, end)
-        try:
-            return s3_versions.get_range(self.client, self.bucket, key, version_id, start, end)
-        except ClientError as error:
-            raise translate_error(error, key) from error
+        if end == start:
+            return b""
+        headers = {"Range": f"bytes={start}-{end - 1}"}
+        return self._get(key, headers, version_id=version_id)[0]
 
     def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
         s3_versions.delete(self.client, self.bucket, versions)

@@ -68,18 +68,6 @@ def raw_versions(client: S3Client, bucket: str, prefix: str) -> Iterator[Raw]:
         params["VersionIdMarker"] = page["NextVersionIdMarker"]
 
 
-def get_range(
-    client: S3Client, bucket: str, key: str, version_id: str, start: int, end: int
-) -> bytes:
-    """Raises ClientError (the caller translates it)."""
-    if end == start:
-        return b""
-    response = client.get_object(
-        Bucket=bucket, Key=key, VersionId=version_id, Range=f"bytes={start}-{end - 1}"
-    )
-    return response["Body"].read()
-
-
 def delete(client: S3Client, bucket: str, versions: Iterable[tuple[str, str]]) -> None:
     iterator = iter(versions)
     while batch := list(islice(iterator, DELETE_BATCH_SIZE)):

@@ -37,6 +37,7 @@ from tests.support.production import (
     drop_database,
     tools_missing,
 )
+from tests.support.proxy import nginx_binary
 from tests.support.seaweedfs import _free_port_pairs
 from tests.support.wheel_install import ROOT, Installed
 
@@ -60,6 +61,7 @@ class Compose:
         self.app.mkdir()
         shutil.copy2(ROOT / "manage.py", self.app / "manage.py")
         self.web_port = free_port()
+        self.proxy_port = free_port()
         self.worker_metrics_port = free_port()
         self.s3_port, master, volume, filer, admin = _free_port_pairs(5)
         self.weed_ports = (
@@ -78,7 +80,14 @@ class Compose:
             ('"9808"', f'"{self.worker_metrics_port}"'),
             ("/tmp/", f"{directory}/tmp-"),
             ("/data", str(directory / "data")),
+            ("web:8000", f"127.0.0.1:{self.web_port}"),
+            ("/etc/dandizarr/nginx.conf.template", str(ROOT / "deploy" / "nginx.conf.template")),
+            ("/var/cache/dandizarr", str(directory / "proxy-cache")),
         ]
+        if os.geteuid() == 0:
+            # As root nginx's workers would run as nobody, who cannot enter the test's
+            # directory; the image runs all of it as an unprivileged user.
+            self.rewrites.append(("daemon off;", "daemon off; user root;"))
         self.services = load_compose()["services"]
 
     def rewrite(self, text: str) -> str:
@@ -91,12 +100,14 @@ class Compose:
         resolved = {
             key: self.rewrite(interpolate(value, HOST)) for key, value in environment.items()
         }
+        if "PROXY_LISTEN" in resolved:  # a port of this machine's
+            resolved["PROXY_LISTEN"] = f"127.0.0.1:{self.proxy_port}"
         if "DANDIZARR_WORKER_METRICS_PORT" in resolved:  # a port of this machine's
             resolved["DANDIZARR_WORKER_METRICS_PORT"] = str(self.worker_metrics_port)
             resolved["DANDIZARR_WORKER_METRICS_ADDRESS"] = "127.0.0.1"  # not its network's
         venv_bin = str(self.installed.bin)
-        return {"PATH": f"{venv_bin}:{os.environ.get('PATH', '')}", "HOME": str(self.directory),
-                **resolved}  # fmt: skip
+        path = f"{venv_bin}:{os.environ.get('PATH', '')}:/usr/sbin"  # Debian's nginx is there
+        return {"PATH": path, "HOME": str(self.directory), **resolved}
 
     def command(self, name: str) -> list[str]:
         command = self.services[name]["command"]
@@ -113,7 +124,11 @@ class Compose:
 def compose(processes: Processes, tmp_path: Path, server_install: Installed) -> Iterator[Compose]:
     """The services of docker-compose.yml, each a process of this machine, run from the wheel
     installed as the image installs it, in a working directory outside the checkout."""
-    if missing := tools_missing():
+    missing = tools_missing() + [
+        name for name, found in (("nginx", nginx_binary()), ("envsubst", shutil.which("envsubst")))
+        if found is None
+    ]  # fmt: skip
+    if missing:
         skip_here_fail_in_ci(f"missing {missing}")
     server_url = os.environ["DATABASE_URL"]
     name = f"compose_{os.getpid()}"
@@ -195,6 +210,16 @@ def test_compose_services_run_natively(compose: Compose, tmp_path: Path) -> None
             assert result.server_checksum == result.expected_checksum
         read = requests.get(f"{url}/zarr/{result.zarr_id}/img/7", timeout=30)
         assert read.status_code == 200 and read.content == (source / "img" / "7").read_bytes()
+
+        # The caching proxy (nginx, its template rendered by the service's own command) in
+        # front of the web service: what clients reach at the published port.
+        proxy = compose.process("proxy")
+        proxy.start()
+        started.append(proxy)
+        proxied = f"http://127.0.0.1:{compose.proxy_port}"
+        assert _wait(f"{proxied}/healthz", proxy, "the proxy").json() == {"status": "ok"}
+        through = requests.get(f"{proxied}/zarr/{result.zarr_id}/img/7", timeout=30)
+        assert through.content == read.content and through.headers["X-Cache-Status"] != "HIT"
 
         # One request followed from the web service into the worker that applies its batch:
         # its id (a proxy's, kept) on the answer and on the task's log events (JSON lines).

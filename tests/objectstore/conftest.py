@@ -71,3 +71,13 @@ def store(request: pytest.FixtureRequest) -> ObjectStore:
 def lists_in_byte_order(request: pytest.FixtureRequest) -> bool:
     """Whether the ``store`` under test lists in S3's key order (SeaweedFS does not)."""
     return bool(request.node.callspec.params["store"] != "seaweedfs")
+
+
+REMOTE_STORES = {"s3_store": "s3_store", "seaweedfs_store": "seaweedfs_store"}
+
+
+@pytest.fixture(params=fixture_params(REMOTE_STORES))
+def remote_store(request: pytest.FixtureRequest) -> S3ObjectStore:
+    """An S3 store on moto's server, then on SeaweedFS."""
+    store: S3ObjectStore = request.getfixturevalue(REMOTE_STORES[request.param])
+    return store

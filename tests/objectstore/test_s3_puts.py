@@ -22,22 +22,8 @@ from dandizarr.objectstore.s3_puts import (
 )
 from tests.support import seaweedfs as seaweedfs_credentials
 from tests.support.api import md5
-from tests.support.fixture_params import fixture_params
-from tests.support.scripted_http import Reply, ScriptedServer
+from tests.support.scripted_http import Reply, ScriptedServer, error_body, scripted_store
 from tests.support.seaweedfs import SeaweedS3
-
-
-def error_body(code: str, message: str) -> bytes:
-    return f"<Error><Code>{code}</Code><Message>{message}</Message></Error>".encode()
-
-
-REMOTE_STORES = {"s3_store": "s3_store", "seaweedfs_store": "seaweedfs_store"}
-
-
-@pytest.fixture(params=fixture_params(REMOTE_STORES))
-def remote_store(request: pytest.FixtureRequest) -> S3ObjectStore:
-    store: S3ObjectStore = request.getfixturevalue(REMOTE_STORES[request.param])
-    return store
 
 
 def test_put_many_stores_the_bytes_without_a_boto3_call(remote_store: S3ObjectStore) -> None:
@@ -107,12 +93,6 @@ def test_put_many_with_wrong_credentials_names_the_key(
     with pytest.raises(ObjectStoreError, match=r"put k: SignatureDoesNotMatch \(HTTP 403\)"):
         store.put_many({"k": b"x" * size})
     assert seaweedfs.client().list_objects_v2(Bucket=seaweedfs_bucket).get("KeyCount") == 0
-
-
-def scripted_store(server: ScriptedServer) -> S3ObjectStore:
-    return S3ObjectStore(
-        "bucket", endpoint_url=server.url, access_key_id="key", secret_access_key="secret"
-    )
 
 
 def test_put_many_retries_transient_failures() -> None:

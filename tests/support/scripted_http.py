@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from dandizarr.objectstore.s3 import S3ObjectStore
+
 RESET = 0
 
 
@@ -101,3 +103,15 @@ class ScriptedServer:
 def scripted_server() -> Iterator[ScriptedServer]:
     with ScriptedServer() as server:
         yield server
+
+
+def error_body(code: str, message: str) -> bytes:
+    """S3's error document."""
+    return f"<Error><Code>{code}</Code><Message>{message}</Message></Error>".encode()
+
+
+def scripted_store(server: ScriptedServer) -> S3ObjectStore:
+    """An S3 store whose storage is ``server``."""
+    return S3ObjectStore(
+        "bucket", endpoint_url=server.url, access_key_id="key", secret_access_key="secret"
+    )

@@ -106,10 +106,12 @@ def version_metadata(version: Version) -> dict[str, Any]:
 
 
 def listing_entry(archive: ZarrArchive, node: FileNode) -> dict[str, Any]:
-    """A file as the DANDI ``files`` listing gives it (its time: the archive's last change)."""
+    """A file as the DANDI ``files`` listing gives it (its time: the archive's last change, or
+    a version's publication: what a version holds never changes)."""
+    changed = archive.as_of.created if archive.as_of is not None else archive.modified
     return {
         "Key": node.path,
-        "LastModified": archive.modified.isoformat(),
+        "LastModified": changed.isoformat(),
         "ETag": node.md5,
         "Size": node.size,
     }

@@ -25,15 +25,24 @@ class StoredBytes:
     md5: str
     # Not the object's current version (an archive version's bytes the draft replaced).
     version_id: str | None = None
+    # The current object, if its ETag is this still (shard_members.MemberLocation.if_match).
+    if_match: str | None = None
 
 
-def stored_bytes(archive: ZarrArchive, path: str) -> StoredBytes:
+def stored_bytes(
+    archive: ZarrArchive, path: str, *, current: bool = False, again: bool = False
+) -> StoredBytes:
     """Where file ``path`` of the applied tree is. A packed file costs one database query and
     no storage request; a loose file also reads its directory's listing (through the
-    process's listing cache)."""
+    process's listing cache). A version's file is found once per process
+    (``VersionTree.find_file``; ``current``: possibly as the current object on condition,
+    ``if_match``); ``again``: what the process knew of it was wrong (its bytes were not
+    there), found anew."""
     tree = archive_tree_cached(archive)
     if isinstance(tree, VersionTree):
-        found = tree.find_file(path)
+        if again:
+            tree.forget(path)
+        found = tree.find_file(path, current=current)
         if found is None:
             raise NotFound(
                 f"{path!r} is not a file of version {tree.version.number} of zarr archive "
@@ -41,7 +50,7 @@ def stored_bytes(archive: ZarrArchive, path: str) -> StoredBytes:
                 path=path,
             )
         (md5, size), where = found
-        return StoredBytes(where.key, where.offset, size, md5, where.version_id)
+        return StoredBytes(where.key, where.offset, size, md5, where.version_id, where.if_match)
     member = member_location(archive, path)
     if member is not None:
         return StoredBytes(member.key, member.offset, member.length, member.md5)
@@ -56,4 +65,6 @@ def stored_bytes(archive: ZarrArchive, path: str) -> StoredBytes:
 def file_location(archive: ZarrArchive, path: str) -> MemberLocation:
     """``stored_bytes`` as a location to read (``iter_member_bytes``)."""
     found = stored_bytes(archive, path)
-    return MemberLocation(found.key, found.offset, found.size, found.md5, found.version_id)
+    return MemberLocation(
+        found.key, found.offset, found.size, found.md5, found.version_id, found.if_match
+    )

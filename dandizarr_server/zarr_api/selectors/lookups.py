@@ -28,6 +28,7 @@ from dandizarr_server.zarr_api.models import (
     ZarrArchive,
 )
 from dandizarr_server.zarr_api.parsers.identifiers import parse_row_id, parse_zarr_id
+from dandizarr_server.zarr_api.selectors.archive_rows import archive_row
 from dandizarr_server.zarr_api.selectors.archive_versions import archive_version_find
 from dandizarr_server.zarr_api.selectors.open_batches import open_batches
 
@@ -43,17 +44,17 @@ def archive_get(zarr_id: str | uuid.UUID, requester: Requester | None) -> ZarrAr
     parsed = parse_zarr_id(zarr_id)
     if parsed is None:
         raise NotFound(f"no zarr archive with zarr_id {zarr_id!r}: zarr ids are UUIDs")
-    archives = ZarrArchive.objects.select_related("dandiset")
+    # The row with its dandiset's, read every time (archive_rows: the SQL compiled once).
     version = _known_versions.get(parsed)
     if version is not None:
-        archive = archives.filter(pk=version.archive_id).first()
+        archive = archive_row("pk", version.archive_id)
     else:
-        archive = archives.filter(zarr_id=parsed).first()
+        archive = archive_row("zarr_id", parsed)
         if archive is None:
             # A version's own id (what a published asset names): the archive, read as of it.
             version = ArchiveVersion.objects.filter(version_id=parsed).first()
             if version is not None:
-                archive = archives.filter(pk=version.archive_id).first()
+                archive = archive_row("pk", version.archive_id)
                 if len(_known_versions) < _KNOWN_VERSIONS:
                     _known_versions[parsed] = version
     if archive is not None and version is not None:

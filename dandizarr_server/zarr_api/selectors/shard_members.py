@@ -24,6 +24,9 @@ class MemberLocation:
     md5: str = ""
     # A version of the object other than the current one (an archive version's bytes).
     version_id: str | None = None
+    # The current object, on condition that its ETag is this (else PreconditionFailed): a
+    # version's file the draft holds still, read without looking its object version up.
+    if_match: str | None = None
 
 
 # Paths are looked up a list at a time, each path by (archive, path) in the unique index, so a
@@ -97,7 +100,9 @@ def iter_member_bytes(location: MemberLocation) -> Iterator[bytes]:
     position = location.offset
     while position < end:
         stop = min(position + STREAM_BLOCK, end)
-        if location.version_id is None:
+        if location.if_match is not None:
+            yield store.read_range(location.key, position, stop, if_match=location.if_match)[0]
+        elif location.version_id is None:
             yield store.get_range(location.key, position, stop)
         else:
             yield store.get_version_range(location.key, location.version_id, position, stop)

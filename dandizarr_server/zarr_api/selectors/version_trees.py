@@ -19,10 +19,15 @@ process); if so, it freezes the directories they reach and reads again.
 
 from __future__ import annotations
 
+import hashlib
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from django.core.cache import cache
 
 from dandizarr.checksums import (
     EMPTY_DIGEST,
@@ -34,7 +39,7 @@ from dandizarr.checksums import (
 from dandizarr_server.zarr_api.domain.keys import file_key
 from dandizarr_server.zarr_api.edge.exceptions import NotFound, ServiceUnavailable
 from dandizarr_server.zarr_api.models import ArchiveVersion, FileHistory, ZarrArchive
-from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.runtime.storage import STREAM_BLOCK, get_store
 from dandizarr_server.zarr_api.runtime.tree import CachedTree
 from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
 from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation, member_location
@@ -221,11 +226,40 @@ class VersionTree:
         return found[1]
 
     def find_file(
-        self, path: str, known: tuple[str, int] | None = None
-    ) -> tuple[tuple[str, int], MemberLocation] | None:
+        self, path: str, known: tuple[str, int] | None = None, *, current: bool = False
+    ) -> FoundFile | None:
         """File ``path`` of this version, ``((md5, size), where its bytes are)``, or None;
-        its listing entry read here unless ``known``. A path with a row is answered by it
-        (final); any other costs one check for newer rows."""
+        its listing entry read here unless ``known``. Found once per process (``_located``);
+        the first time, a path with a row is answered by it (final), any other costs one check
+        for newer rows. ``current``: a loose file the draft still holds may be located as the
+        key's current object while its ETag is the file's md5 (``if_match``: one storage
+        request, no version to look up), its reader asking again (``forget``) if it is not."""
+        with _frozen_lock:
+            hit = _located.get((self.version.version_id, path), _UNKNOWN)
+            if hit is not _UNKNOWN:
+                _located.move_to_end((self.version.version_id, path))
+        if hit is _UNKNOWN:
+            found = self._find_file(path, known, current)
+        elif hit is None or current or hit[1].if_match is None:
+            return hit
+        else:
+            entry, where = hit
+            found = entry, _loose(where.key, *entry)
+        with _frozen_lock:
+            _located[self.version.version_id, path] = found
+            while len(_located) > _LOCATED:
+                _located.popitem(last=False)
+        return found
+
+    def forget(self, path: str) -> None:
+        """What this process found of ``path``, dropped: its bytes were not there (the draft
+        replaced the current object it named, or discarded the shard)."""
+        with _frozen_lock:
+            _located.pop((self.version.version_id, path), None)
+
+    def _find_file(
+        self, path: str, known: tuple[str, int] | None, current: bool
+    ) -> FoundFile | None:
         parent, _, name = path.rpartition("/")
         for _ in range(_ATTEMPTS):
             frozen = self.frozen()
@@ -258,21 +292,41 @@ class VersionTree:
                 return None
             if member is not None:
                 return found, member
-            return found, _loose(file_key(self.archive.zarr_id, path), *found)
+            return found, _loose(file_key(self.archive.zarr_id, path), *found, current=current)
         raise ServiceUnavailable(f"zarr archive {self.archive.zarr_id} is changing; try again")
+
+
+FoundFile = tuple[tuple[str, int], MemberLocation]
+# Where each file of a version is, as this process found it, by (version, path): a version
+# never changes, so each answer holds for good, except where the bytes turn out not to be
+# (a current object the draft since replaced, a shard it discarded: ``VersionTree.forget``).
+_located: OrderedDict[tuple[uuid.UUID, str], FoundFile | None] = OrderedDict()
+_LOCATED = 50_000
+_UNKNOWN: Any = object()
 
 
 # (key, md5) -> the id of the object version with those bytes: immutable facts (a version's
 # bytes never change, and one a version reads is never collected), found once per process.
 _resolved: OrderedDict[tuple[str, str], str] = OrderedDict()
 _RESOLVED_ENTRIES = 100_000
+_OBJECT_VERSION = "dandizarr:object-version:"
+_OBJECT_VERSION_SECONDS = 30 * 24 * 3600
 
 
-def _loose(key: str, md5: str, size: int) -> MemberLocation:
+def _loose(key: str, md5: str, size: int, *, current: bool = False) -> MemberLocation:
     """A loose file's bytes: the version of its key with that md5, by id, so a read is exact
-    whatever the draft writes to the key meanwhile."""
+    whatever the draft writes to the key meanwhile. Found once (this process's ``_resolved``,
+    then the shared cache every process sees), by listing the key's versions; with
+    ``current``, until then, the key's current object on condition that it holds those bytes
+    (``if_match``)."""
     with _frozen_lock:
         version_id = _resolved.get((key, md5))
+    shared = _OBJECT_VERSION + hashlib.sha256(f"{key}\0{md5}".encode()).hexdigest()
+    if version_id is None:
+        version_id = cache.get(shared)
+    if version_id is None and current and size <= STREAM_BLOCK:
+        # One request reads it all (a longer file's later requests could find it replaced).
+        return MemberLocation(key, 0, size, md5, if_match=md5)
     if version_id is None:
         found = get_store().find_version(key, md5)
         for etag in proven_etags(key, md5) if found is None else []:
@@ -282,10 +336,11 @@ def _loose(key: str, md5: str, size: int) -> MemberLocation:
         if found is None:
             raise NotFound(f"the bytes of {key!r} (md5 {md5}) are gone from storage")
         version_id = found.version_id
-        with _frozen_lock:
-            _resolved[key, md5] = version_id
-            while len(_resolved) > _RESOLVED_ENTRIES:
-                _resolved.popitem(last=False)
+        cache.set(shared, version_id, _OBJECT_VERSION_SECONDS)
+    with _frozen_lock:
+        _resolved[key, md5] = version_id
+        while len(_resolved) > _RESOLVED_ENTRIES:
+            _resolved.popitem(last=False)
     return MemberLocation(key, 0, size, md5, version_id=version_id)
 
 

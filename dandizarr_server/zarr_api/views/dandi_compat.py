@@ -5,19 +5,28 @@ batch-flow release's ``ingest/``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
-from django.http import HttpResponseBase
+from django.http import HttpResponse, HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from dandizarr_server.zarr_api.domain.permissions import require_writer
+from dandizarr_server.zarr_api.edge.cache_headers import (
+    document_etag,
+    is_not_modified,
+    not_modified,
+    read_state,
+    read_validators,
+)
 from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.edge.throttles import expensive_read_throttles
 from dandizarr_server.zarr_api.models import ZarrArchive
@@ -28,6 +37,7 @@ from dandizarr_server.zarr_api.parsers.dandi import (
 )
 from dandizarr_server.zarr_api.parsers.paging import query_positive_int
 from dandizarr_server.zarr_api.parsers.upload_batch import parse_deleted_paths
+from dandizarr_server.zarr_api.runtime.kept_documents import kept_document
 from dandizarr_server.zarr_api.selectors.archive_contents import FileNode, node_get
 from dandizarr_server.zarr_api.selectors.dandi import (
     count_with_prefix,
@@ -127,7 +137,30 @@ class DandiFilesView(APIView):
             if not isinstance(node, FileNode):
                 raise NotFound(f"{prefix!r} is not a file of zarr archive {archive.zarr_id}")
             return file_download(request, archive, node)
-        return Response(self._listing(request, archive, prefix))
+        return self._listing_response(request, archive, prefix)
+
+    def _listing_response(
+        self, request: Request, archive: ZarrArchive, prefix: str
+    ) -> Response | HttpResponseBase:
+        """The listing with the read routes' cache policy: a version's, as JSON, made once
+        and kept (its pages never change); a draft's revalidated."""
+        form = request.accepted_renderer.format
+        url = request.build_absolute_uri()
+        etag = document_etag(*read_state(archive), "dandi-files", url, form)
+        validators = read_validators(archive, etag)
+        if is_not_modified(request, validators):
+            return not_modified(validators, Vary="Accept")
+        if archive.as_of is not None and form == "json":
+
+            def make() -> Iterator[bytes]:
+                yield JSONRenderer().render(self._listing(request, archive, prefix))
+
+            return HttpResponse(
+                b"".join(kept_document(etag, make())),
+                content_type="application/json",
+                headers=validators.headers(),
+            )
+        return Response(self._listing(request, archive, prefix), headers=validators.headers())
 
     @staticmethod
     def _listing(request: Request, archive: ZarrArchive, prefix: str) -> dict[str, Any]:

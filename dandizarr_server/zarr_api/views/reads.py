@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 from django.conf import settings
 from django.http import (
@@ -31,6 +31,14 @@ from dandizarr.objectstore.user_bytes import (
 )
 from dandizarr_server.zarr_api.domain.paths import directory_problem, path_problem
 from dandizarr_server.zarr_api.edge.authentication import is_authenticated
+from dandizarr_server.zarr_api.edge.cache_headers import (
+    document_etag,
+    is_not_modified,
+    not_modified,
+    read_policy,
+    read_state,
+    read_validators,
+)
 from dandizarr_server.zarr_api.edge.exceptions import (
     DomainError,
     NotFound,
@@ -39,6 +47,7 @@ from dandizarr_server.zarr_api.edge.exceptions import (
 )
 from dandizarr_server.zarr_api.edge.throttles import EXPENSIVE_READ_THROTTLES, over_limit
 from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.runtime.kept_documents import keeping, kept
 from dandizarr_server.zarr_api.selectors import manifest
 from dandizarr_server.zarr_api.selectors.archive_contents import DirectoryNode, node_get
 from dandizarr_server.zarr_api.selectors.lookups import archive_get
@@ -103,18 +112,41 @@ def archive_key(request: HttpRequest, zarr_id: str, key: str = "") -> HttpRespon
 def _directory(request: HttpRequest, archive: ZarrArchive, path: str) -> HttpResponseBase:
     if (problem := directory_problem(path)) is not None:
         raise NotFound(f"{path!r} is not a directory of zarr archive {archive.zarr_id}: {problem}")
-    node = node_get(archive, path)
-    if not isinstance(node, DirectoryNode):
-        raise NotFound(f"{path!r} is a file of zarr archive {archive.zarr_id}, not a directory")
-    zarr_id = str(archive.zarr_id)
+    accept = request.headers.get("Accept", "")
+    form = "json" if "application/json" in accept and "text/html" not in accept else "html"
+    etag = document_etag(*read_state(archive), "listing", path, form)
+    validators = read_validators(archive, etag)
+    headers = {**validators.headers(), "Vary": "Accept"}
+    # A version's page once made is kept (only pages are kept: the directory exists).
+    page = kept(etag) if archive.as_of is not None else None
+    node: DirectoryNode | None = None
+    if page is None:
+        found = node_get(archive, path)
+        if isinstance(found, DirectoryNode):
+            node = found
+        else:
+            raise NotFound(f"{path!r} is a file of zarr archive {archive.zarr_id}, not a directory")
+    if is_not_modified(request, validators):
+        return not_modified(validators, Vary="Accept")
     if (limited := over_limit(request)) is not None:
         return limited
-    accept = request.headers.get("Accept", "")
-    if "application/json" in accept and "text/html" not in accept:
-        body = "" if request.method == "HEAD" else json.dumps(listing.as_json(zarr_id, node))
-        return HttpResponse(body, content_type="application/json")
-    page = "" if request.method == "HEAD" else listing.as_html(zarr_id, node)
-    return StreamingHttpResponse(page, content_type="text/html; charset=utf-8")
+    content_type = "application/json" if form == "json" else "text/html; charset=utf-8"
+    if request.method == "HEAD":
+        return HttpResponse(content_type=content_type, headers=headers)
+    if page is not None:
+        return HttpResponse(page, content_type=content_type, headers=headers)
+    assert node is not None
+    body: Iterable[str | bytes] = _page(str(archive.zarr_id), node, form)
+    if archive.as_of is not None:
+        body = keeping(etag, body)
+    return StreamingHttpResponse(body, content_type=content_type, headers=headers)
+
+
+def _page(zarr_id: str, node: DirectoryNode, form: str) -> Iterator[str]:
+    if form == "json":
+        yield json.dumps(listing.as_json(zarr_id, node))
+    else:
+        yield from listing.as_html(zarr_id, node)
 
 
 class ManifestView(APIView):
@@ -129,7 +161,7 @@ class ManifestView(APIView):
         ],
         responses={200: {"type": "object"}},
     )
-    def get(self, request: Request, zarr_id: str) -> StreamingHttpResponse:
+    def get(self, request: Request, zarr_id: str) -> HttpResponseBase:
         archive = archive_get(zarr_id, request.user)
         prefix = request.query_params.get("prefix", "").strip("/")
         if (problem := directory_problem(prefix)) is not None:
@@ -146,16 +178,43 @@ class ManifestView(APIView):
                     f"got {raw!r}"
                 )
             expires_in = int(raw)
+        refresh_url = request.build_absolute_uri()
+        site_url = request.build_absolute_uri("/")
+        if archive.as_of is not None:
+            return self._version(request, archive, prefix, refresh_url, site_url)
         found = manifest.manifest(
             archive,
             prefix,
             expires_in=expires_in,
-            refresh_url=request.build_absolute_uri(),
-            site_url=request.build_absolute_uri("/"),
+            refresh_url=refresh_url,
+            site_url=site_url,
         )
-        response = StreamingHttpResponse(found.chunks, content_type="application/json")
-        for name, value in INERT_HEADERS.items():
-            response[name] = value
+        # A draft's manifest holds URLs signed for this answer: nothing to revalidate.
+        response = StreamingHttpResponse(
+            found.chunks,
+            content_type="application/json",
+            headers={"Cache-Control": read_policy(archive), **INERT_HEADERS},
+        )
         if found.expires is not None:
             response["X-Dandizarr-Expires"] = http_date(found.expires.timestamp())
         return response
+
+    @staticmethod
+    def _version(
+        request: Request, archive: ZarrArchive, prefix: str, refresh_url: str, site_url: str
+    ) -> HttpResponseBase:
+        """A version's manifest: URLs of the service's own reads of it, which never expire;
+        made once for each way it is asked (its URL) and kept."""
+        etag = document_etag(*read_state(archive), "manifest", refresh_url, site_url)
+        validators = read_validators(archive, etag)
+        if is_not_modified(request, validators):
+            return not_modified(validators, **INERT_HEADERS)
+        headers = {**validators.headers(), **INERT_HEADERS}
+        if (page := kept(etag)) is not None:
+            return HttpResponse(page, content_type="application/json", headers=headers)
+        found = manifest.manifest(
+            archive, prefix, expires_in=0, refresh_url=refresh_url, site_url=site_url
+        )
+        return StreamingHttpResponse(
+            keeping(etag, found.chunks), content_type="application/json", headers=headers
+        )

@@ -16,6 +16,7 @@ import requests
 from dandizarr.objectstore.s3 import S3ObjectStore
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from tests.support.readers import Live
+from tests.support.storage_requests import record_s3_requests
 
 LOOSE = "v2/.zarray"
 PACKED = "v3/c/0/1"
@@ -166,18 +167,12 @@ def test_directories_list_as_html_that_fsspec_parses_and_as_json(
 
 @pytest.fixture
 def storage_requests(live: Live, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every storage request of this process from now on: HTTP requests botocore sends (S3),
+    """Every storage request of this process from now on: HTTP requests the store sends (S3),
     outermost calls of the local store's reading methods (local)."""
     seen: list[str] = []
     store = get_store()
     if isinstance(store, S3ObjectStore):
-
-        def count(request: Any, **kwargs: Any) -> None:
-            seen.append(f"{request.method} {request.url} {request.headers.get('Range')}")
-
-        store.client.meta.events.register("before-send.s3", count)
-        yield seen
-        store.client.meta.events.unregister("before-send.s3", count)
+        yield record_s3_requests(store, monkeypatch)
         return
     depth = threading.local()
     for name in ("get", "get_range", "read_range", "iter_chunks", "head", "list", "open_object"):
