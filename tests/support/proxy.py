@@ -1,6 +1,6 @@
 """nginx as the project configures it (``deploy/nginx.conf.template``), a process of this machine
 in front of a service: the production shape's caching proxy (docs/deploying.md). The template
-is rendered as docker-compose.yml's proxy service renders it (envsubst of exactly its four
+is rendered as docker-compose.yml's proxy service renders it (envsubst of exactly its five
 variables), and nginx is Debian's package (.ci/run installs it)."""
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from tests.support.processes import free_port
 from tests.support.service_processes import ROOT, Process
 
 TEMPLATE = ROOT / "deploy" / "nginx.conf.template"
-VARIABLES = ("PROXY_LISTEN", "PROXY_UPSTREAM", "PROXY_CACHE_DIR", "PROXY_RUN_DIR")
+VARIABLES = (
+    "PROXY_LISTEN",
+    "PROXY_UPSTREAM",
+    "PROXY_READS_UPSTREAM",
+    "PROXY_CACHE_DIR",
+    "PROXY_RUN_DIR",
+)
 
 
 def nginx_binary() -> str | None:
@@ -40,10 +46,11 @@ def render(values: Mapping[str, str]) -> str:
 
 
 class NginxProxy(Process):
-    """nginx on a free port of 127.0.0.1 in front of ``upstream`` (``host:port``); its access
-    log (one line per request, ``cache=HIT`` when it asked no service) is ``log``."""
+    """nginx on a free port of 127.0.0.1 in front of ``upstream`` (``host:port``), the reads
+    going to ``reads_upstream`` (by default the same); its access log (one line per request,
+    ``cache=HIT`` when it asked no service) is ``log``."""
 
-    def __init__(self, directory: Path, upstream: str) -> None:
+    def __init__(self, directory: Path, upstream: str, reads_upstream: str | None = None) -> None:
         binary = nginx_binary()
         assert binary is not None, "nginx is not installed (apt-get install nginx)"
         directory.mkdir(parents=True, exist_ok=True)
@@ -52,6 +59,7 @@ class NginxProxy(Process):
         values = {
             "PROXY_LISTEN": f"127.0.0.1:{self.port}",
             "PROXY_UPSTREAM": upstream,
+            "PROXY_READS_UPSTREAM": reads_upstream or upstream,
             "PROXY_CACHE_DIR": str(self.cache_dir),
             "PROXY_RUN_DIR": str(directory / "run"),
         }
