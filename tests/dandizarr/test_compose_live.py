@@ -37,7 +37,7 @@ from tests.support.production import (
     drop_database,
     tools_missing,
 )
-from tests.support.proxy import nginx_binary
+from tests.support.proxy import as_root, nginx_binary
 from tests.support.seaweedfs import _free_port_pairs
 from tests.support.wheel_install import ROOT, Installed
 
@@ -87,10 +87,7 @@ class Compose:
             ("/etc/dandizarr/nginx.conf.template", str(ROOT / "deploy" / "nginx.conf.template")),
             ("/var/cache/dandizarr", str(directory / "proxy-cache")),
         ]
-        if os.geteuid() == 0:
-            # As root nginx's workers would run as nobody, who cannot enter the test's
-            # directory; the image runs all of it as an unprivileged user.
-            self.rewrites.append(("daemon off;", "daemon off; user root;"))
+        self.rewrites.append(("daemon off;", "daemon off;" + as_root()))
         self.services = load_compose()["services"]
 
     def rewrite(self, text: str) -> str:

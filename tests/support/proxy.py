@@ -35,6 +35,13 @@ def nginx_binary() -> str | None:
     return found
 
 
+def as_root() -> str:
+    """What nginx's ``-g`` needs besides ``daemon off;`` here: as root its workers would run as
+    nobody, who cannot enter a test's directory (the compose service runs all of it as an
+    unprivileged user)."""
+    return " user root;" if os.geteuid() == 0 else ""
+
+
 def render(values: Mapping[str, str]) -> str:
     """The template with ``${NAME}`` of each of ``VARIABLES`` replaced, as ``envsubst
     '${PROXY_LISTEN} ...'`` does (nginx's own ``$variables`` untouched)."""
@@ -66,12 +73,7 @@ class NginxProxy(Process):
         (directory / "run").mkdir(exist_ok=True)
         config = directory / "nginx.conf"
         config.write_text(render(values))
-        directives = "daemon off;"
-        if os.geteuid() == 0:
-            # As root nginx's workers would run as nobody, who cannot enter the test's
-            # directory; the compose service runs all of it as an unprivileged user.
-            directives += " user root;"
-        argv = [binary, "-c", str(config), "-g", directives]
+        argv = [binary, "-c", str(config), "-g", "daemon off;" + as_root()]
         super().__init__("nginx", argv, dict(os.environ), directory / "nginx.log")
 
     @property
