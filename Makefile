@@ -150,6 +150,8 @@ bench-scale: $(STAMP)
 # uploaders and LOAD_READERS (64) readers through Locust for LOAD_MINUTES (5), again with a
 # Celery worker and a web worker killed halfway (LOAD_KILL=0: not), then the readers' rate
 # stepped (LOAD_READER_RATES, total requests/s; LOAD_STEP_SECONDS each). Prints the tables.
+# As docker-compose.yml (issue #50): the caching proxy in front (LOAD_PROXY=0: none) and the
+# reads' own gunicorn pool of LOAD_READ_WEB_WORKERS (0: one pool for everything).
 LOAD_MINUTES ?= 5
 LOAD_UPLOADERS ?= 16
 LOAD_READERS ?= 64
@@ -157,12 +159,15 @@ LOAD_READER_RATE ?= 1
 LOAD_KILL ?= 1
 LOAD_READER_RATES ?= 4,8,16,32,64,128
 LOAD_STEP_SECONDS ?= 60
+LOAD_PROXY ?= 1
+LOAD_READ_WEB_WORKERS ?= 2
 
 load: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
 	LOAD_SECONDS=$${LOAD_SECONDS:-$$(( $(LOAD_MINUTES) * 60 ))} LOAD_UPLOADERS=$(LOAD_UPLOADERS) \
 	LOAD_READERS=$(LOAD_READERS) LOAD_READER_RATE=$(LOAD_READER_RATE) LOAD_KILL=$(LOAD_KILL) \
 	LOAD_READER_RATES=$(LOAD_READER_RATES) LOAD_STEP_SECONDS=$(LOAD_STEP_SECONDS) \
+	LOAD_PROXY=$(LOAD_PROXY) LOAD_READ_WEB_WORKERS=$(LOAD_READ_WEB_WORKERS) \
 	$(BIN)/python -m bench load
 
 # `pip install .` is the client and CLI alone (no Django); the zarr extra adds ArchiveStore.

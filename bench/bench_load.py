@@ -60,6 +60,8 @@ def main() -> None:
         owners=_env_int("LOAD_OWNERS", 4),
         web_workers=_env_int("LOAD_WEB_WORKERS", 2),
         celery_workers=_env_int("LOAD_CELERY_WORKERS", 2),
+        proxy=os.environ.get("LOAD_PROXY", "0") != "0",
+        read_web_workers=_env_int("LOAD_READ_WEB_WORKERS", 0),
     )
     rates = [
         float(r) for r in os.environ.get("LOAD_READER_RATES", "4,8,16,32,64,128").split(",") if r
@@ -73,7 +75,15 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="bench-load-") as tmp,
         stack(Path(tmp), DATABASE_URL, config) as started,
     ):
-        print(f"stack up: {started.deployment.url}; seeded {len(started.targets)} read targets")
+        pools = (
+            f"the reads' pool {config.read_web_workers} workers, "
+            if config.read_web_workers
+            else ""
+        )
+        print(
+            f"stack up: {started.url} ({'nginx, ' if config.proxy else ''}{pools}"
+            f"{config.web_workers} web workers); seeded {len(started.targets)} read targets"
+        )
         _print_phase(started.run("steady", config, profile=True))
         print(started.check().describe(), flush=True)
         if os.environ.get("LOAD_KILL", "1") != "0":

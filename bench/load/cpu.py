@@ -72,6 +72,13 @@ class CpuSampler(threading.Thread):
             groups[deployment.web.pid] = "gunicorn master"
             for pid in child_pids(deployment.web.pid):
                 groups[pid] = "gunicorn workers"
+        if deployment.reads is not None and deployment.reads.running():
+            groups[deployment.reads.pid] = "gunicorn master"
+            for pid in child_pids(deployment.reads.pid):
+                groups[pid] = "gunicorn reads' workers"
+        if self.stack.proxy is not None and self.stack.proxy.running():
+            for pid in [self.stack.proxy.pid, *child_pids(self.stack.proxy.pid)]:
+                groups[pid] = "nginx"
         for worker in deployment.workers:
             if worker.running():
                 groups[worker.pid] = "Celery workers"

@@ -26,6 +26,10 @@ class LoadConfig:
     seed: int = 39
     # Each seeded archive's chunks (published once, then grown as a draft by a quarter).
     seed_files: int = 512
+    # The caching proxy (deploy/nginx.conf.template) in front, everyone's requests through it,
+    # and the reads' own gunicorn pool of this many workers behind it (0: one pool for all).
+    proxy: bool = False
+    read_web_workers: int = 0
 
 
 @dataclass

@@ -30,6 +30,7 @@ from bench.load.sources import ArraySource
 from bench.s3_env import busy_cpu_seconds, tool
 from dandizarr.client import DandizarrClient
 from tests.support.production import Production
+from tests.support.proxy import NginxProxy
 from tests.support.seaweedfs import SeaweedS3
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +53,7 @@ class Stack:
             self.s3,
             f"load-{uuid.uuid4().hex[:8]}",
             web_workers=config.web_workers,
+            read_web_workers=config.read_web_workers,
             celery_workers=config.celery_workers,
             extra_env={
                 # Every reader comes from 127.0.0.1: the per-address limits of expensive reads
@@ -67,6 +69,12 @@ class Stack:
         self.uploaders: list[UploaderPlan] = []
         self.targets: list[ReadTarget] = []
         self.results = base / "uploads.jsonl"
+        self.proxy: NginxProxy | None = None
+
+    @property
+    def url(self) -> str:
+        """Where everyone's requests go: the proxy when there is one, else gunicorn."""
+        return self.proxy.url if self.proxy is not None else self.deployment.url
 
     def start(self) -> None:
         # Object versions on (published versions need them), CORS: as deploying.md says; the
@@ -80,11 +88,21 @@ class Stack:
                 ["users", "token", "issue", f"owner{n}", "--file", str(tokens / f"owner{n}")],
             ]
         self.deployment.start()
+        if self.config.proxy:
+            reads = self.deployment.reads_url or self.deployment.url
+            self.proxy = NginxProxy(
+                self.base / "nginx",
+                self.deployment.url.removeprefix("http://"),
+                reads.removeprefix("http://"),
+            )
+            self.proxy.start()
         self._users(tokens)
         self._seed()
 
     def stop(self) -> None:
         try:
+            if self.proxy is not None:
+                self.proxy.stop()
             self.deployment.stop()
         finally:
             self.s3.stop()
@@ -167,7 +185,7 @@ class Stack:
         out = self.base / f"locust-{label}"
         out.mkdir(exist_ok=True)
         plan = Plan(
-            url=self.deployment.url,
+            url=self.url,
             uploaders=self.uploaders[: config.uploaders],
             targets=self.targets,
             reader_rate=config.reader_rate,
@@ -180,7 +198,7 @@ class Stack:
         argv = [
             sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
             "-u", str(users), "-r", str(users), "-t", f"{config.seconds}s",
-            "--host", self.deployment.url,
+            "--host", self.url,
             # Uploads under way at the end finish (their checksums are checked after).
             "--stop-timeout", "600", "--only-summary", "--loglevel", "WARNING",
         ]  # fmt: skip

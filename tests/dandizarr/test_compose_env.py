@@ -17,7 +17,7 @@ from tests.support.ci import skip_here_fail_in_ci
 from tests.support.compose import REPO, interpolate, load_compose, service_environment
 from tests.support.processes import Processes
 
-DANDIZARR_SERVICES = ["web", "worker", "beat"]
+DANDIZARR_SERVICES = ["web", "reads", "worker", "beat"]
 
 
 def variables_not_read(names: Iterable[str], read: set[str]) -> list[str]:

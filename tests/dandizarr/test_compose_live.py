@@ -37,7 +37,7 @@ from tests.support.production import (
     drop_database,
     tools_missing,
 )
-from tests.support.proxy import nginx_binary
+from tests.support.proxy import as_root, nginx_binary
 from tests.support.seaweedfs import _free_port_pairs
 from tests.support.wheel_install import ROOT, Installed
 
@@ -62,6 +62,7 @@ class Compose:
         shutil.copy2(ROOT / "manage.py", self.app / "manage.py")
         self.web_port = free_port()
         self.proxy_port = free_port()
+        self.reads_port = free_port()
         self.worker_metrics_port = free_port()
         self.s3_port, master, volume, filer, admin = _free_port_pairs(5)
         self.weed_ports = (
@@ -81,13 +82,12 @@ class Compose:
             ("/tmp/", f"{directory}/tmp-"),
             ("/data", str(directory / "data")),
             ("web:8000", f"127.0.0.1:{self.web_port}"),
+            ("0.0.0.0:8001", f"127.0.0.1:{self.reads_port}"),
+            ("reads:8001", f"127.0.0.1:{self.reads_port}"),
             ("/etc/dandizarr/nginx.conf.template", str(ROOT / "deploy" / "nginx.conf.template")),
             ("/var/cache/dandizarr", str(directory / "proxy-cache")),
         ]
-        if os.geteuid() == 0:
-            # As root nginx's workers would run as nobody, who cannot enter the test's
-            # directory; the image runs all of it as an unprivileged user.
-            self.rewrites.append(("daemon off;", "daemon off; user root;"))
+        self.rewrites.append(("daemon off;", "daemon off;" + as_root()))
         self.services = load_compose()["services"]
 
     def rewrite(self, text: str) -> str:
@@ -211,8 +211,12 @@ def test_compose_services_run_natively(compose: Compose, tmp_path: Path) -> None
         read = requests.get(f"{url}/zarr/{result.zarr_id}/img/7", timeout=30)
         assert read.status_code == 200 and read.content == (source / "img" / "7").read_bytes()
 
-        # The caching proxy (nginx, its template rendered by the service's own command) in
-        # front of the web service: what clients reach at the published port.
+        # The reads' pool and the caching proxy (nginx, its template rendered by the
+        # service's own command) in front of both: what clients reach at the published port.
+        reads = compose.process("reads")
+        reads.start()
+        started.append(reads)
+        _wait(f"http://127.0.0.1:{compose.reads_port}/readyz", reads, "the reads' pool")
         proxy = compose.process("proxy")
         proxy.start()
         started.append(proxy)

@@ -1,13 +1,15 @@
 """The caching proxy in the production shape (docs/deploying.md, "The caching proxy"): nginx
 (Debian's) configured by ``deploy/nginx.conf.template``, natively in front of gunicorn with the
-production config, PostgreSQL, Redis, SeaweedFS and a Celery worker. A second read of a
-version's chunk (whole, a range, a HEAD, a revalidation) reaches no service; a draft's change is
-never served stale through it; an answer to credentials is never kept nor served from it."""
+production config (the web service's pool and the reads' own), PostgreSQL, Redis, SeaweedFS and
+a Celery worker. A second read of a version's chunk (whole, a range, a HEAD, a revalidation)
+reaches no service; a draft's change is never served stale through it; an answer to credentials
+is never kept nor served from it; the reads go to the reads' pool and nothing else does."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -79,17 +81,24 @@ def test_a_versions_second_read_reaches_no_service_and_a_drafts_change_is_never_
             server_database_url,
             s3,
             f"proxy-{uuid.uuid4().hex[:12]}",
-            web_workers=2,
+            web_workers=1,
+            read_web_workers=2,
+            access_log=True,
             celery_workers=1,
             commands=[["ensure_bucket"]],
             # Every worker's request counts in one scrape (as docker-compose.yml's web has it).
             PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
             DANDIZARR_TLS_PROXY="1",
         ) as deployment:
-            proxy = NginxProxy(tmp_path / "nginx", deployment.url.removeprefix("http://"))
+            proxy = NginxProxy(
+                tmp_path / "nginx",
+                deployment.url.removeprefix("http://"),
+                deployment.reads_url.removeprefix("http://"),
+            )
             proxy.start()
             try:
                 _through_the_proxy(deployment, proxy, tmp_path)
+                _pools_apart(deployment)
             except BaseException:
                 print(deployment.logs_tail())
                 print(proxy.log.read_text()[-4000:])
@@ -194,3 +203,29 @@ def _through_the_proxy(deployment: Production, proxy: NginxProxy, tmp_path: Path
         assert owner.content == changed["img/3"] and owner.headers["X-Cache-Status"] != "HIT"
         assert owner.headers["Cache-Control"].startswith("private")
     assert _get(anonymous, proxy.url + secret).status_code == 404
+
+
+def _pools_apart(deployment: Production) -> None:
+    """Every read the proxy passed on went to the reads' pool, and nothing else did: a
+    reader never waits in the web service's workers behind an upload."""
+
+    def requests_in(log: str) -> list[str]:
+        text = (deployment.directory / f"{log}.log").read_text()
+        return re.findall(r'"([A-Z]+ \S+) HTTP/1\.[01]"', text)
+
+    api = requests_in("gunicorn")
+    # Without the start's readiness polls (asked of each pool, not through the proxy).
+    reads = [r for r in requests_in("gunicorn-reads") if r != "GET /api/info/"]
+
+    def read_route(request: str) -> bool:
+        path = request.split(" ")[1].split("?")[0]
+        return request.startswith(("GET /zarr/", "HEAD /zarr/")) or (
+            request.startswith("GET /api/zarr/")
+            and path.endswith(("/manifest/", "/manifest.json", "/files/", "/files"))
+        )
+
+    assert sum(1 for r in reads if r.startswith("GET /zarr/")) >= 5, reads
+    assert any("/manifest.json" in r for r in reads), reads
+    assert all(read_route(r) for r in reads), [r for r in reads if not read_route(r)]
+    assert not [r for r in api if read_route(r)], [r for r in api if read_route(r)]
+    assert any(r.startswith("POST /api/zarr/") and "/upload/" in r for r in api), api

@@ -116,6 +116,11 @@ class Production:
     # How long gunicorn may take to answer at the start (a benchmark on a busy machine waits
     # longer than a test).
     start_timeout: float = 60
+    # The reads' own gunicorn pool (docker-compose.yml's ``reads``; the caching proxy sends it
+    # /zarr/, manifests and listings) of this many workers at ``reads_url``; 0: none.
+    read_web_workers: int = 0
+    # Every gunicorn logs each request to its log (``--access-logfile -``).
+    access_log: bool = False
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -128,6 +133,8 @@ class Production:
         # other_web_servers: gunicorn processes of one worker, each on a port of its own.
         self.more_web: list[Process] = []
         self.more_web_urls: list[str] = []
+        self.reads: Process | None = None
+        self.reads_url = ""
         self.workers: list[Process] = []
         self.beat: Process | None = None
         self.started_s3 = False
@@ -227,6 +234,11 @@ class Production:
         create_migrated_database(self.server_database_url, self.database_name, self.env)
         self.web = self._gunicorn("gunicorn", self.port, self.web_workers)
         self.web.start()
+        if self.read_web_workers:
+            port = free_port()
+            self.reads = self._gunicorn("gunicorn-reads", port, self.read_web_workers)
+            self.reads_url = f"http://127.0.0.1:{port}"
+            self.reads.start()
         for number in range(self.other_web_servers):
             port = free_port()
             self.more_web.append(self._gunicorn(f"gunicorn{number + 2}", port, 1))
@@ -281,6 +293,7 @@ class Production:
             "60",
             "--graceful-timeout",
             "5",
+            *(["--access-logfile", "-"] if self.access_log else []),
         ]
         return Process(name, argv, self.env, self._log(name))
 
@@ -291,6 +304,7 @@ class Production:
         waiting = [
             (self.web, self.url, self.web_workers),
             *((web, url, 1) for web, url in zip(self.more_web, self.more_web_urls, strict=True)),
+            *([(self.reads, self.reads_url, self.read_web_workers)] if self.reads else []),
         ]
         for web, url, workers in waiting:
             while True:
@@ -311,7 +325,7 @@ class Production:
     def stop(self) -> None:
         """Every process stopped at once, the database dropped meanwhile, and SeaweedFS stopped
         too if ``start`` started it (a caller's ``s3.stop()`` after is then a no-op)."""
-        processes = [self.beat, *self.workers, self.web, *self.more_web, self.redis]
+        processes = [self.beat, *self.workers, self.web, self.reads, *self.more_web, self.redis]
         for waiting in self.waiting:
             if waiting.poll() is None:
                 waiting.kill()
@@ -355,6 +369,8 @@ def production(
     start_timeout: float = 60,
     commands: list[list[str]] | None = None,
     other_web_servers: int = 0,
+    read_web_workers: int = 0,
+    access_log: bool = False,
     **env: str,
 ) -> Iterator[Production]:
     deployment = Production(
@@ -368,6 +384,8 @@ def production(
         commands=commands or [],
         other_web_servers=other_web_servers,
         start_timeout=start_timeout,
+        read_web_workers=read_web_workers,
+        access_log=access_log,
     )
     try:
         deployment.start()

@@ -1,6 +1,6 @@
 """nginx as the project configures it (``deploy/nginx.conf.template``), a process of this machine
 in front of a service: the production shape's caching proxy (docs/deploying.md). The template
-is rendered as docker-compose.yml's proxy service renders it (envsubst of exactly its four
+is rendered as docker-compose.yml's proxy service renders it (envsubst of exactly its five
 variables), and nginx is Debian's package (.ci/run installs it)."""
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from tests.support.processes import free_port
 from tests.support.service_processes import ROOT, Process
 
 TEMPLATE = ROOT / "deploy" / "nginx.conf.template"
-VARIABLES = ("PROXY_LISTEN", "PROXY_UPSTREAM", "PROXY_CACHE_DIR", "PROXY_RUN_DIR")
+VARIABLES = (
+    "PROXY_LISTEN",
+    "PROXY_UPSTREAM",
+    "PROXY_READS_UPSTREAM",
+    "PROXY_CACHE_DIR",
+    "PROXY_RUN_DIR",
+)
 
 
 def nginx_binary() -> str | None:
@@ -27,6 +33,13 @@ def nginx_binary() -> str | None:
     if found is None and os.access("/usr/sbin/nginx", os.X_OK):
         found = "/usr/sbin/nginx"
     return found
+
+
+def as_root() -> str:
+    """What nginx's ``-g`` needs besides ``daemon off;`` here: as root its workers would run as
+    nobody, who cannot enter a test's directory (the compose service runs all of it as an
+    unprivileged user)."""
+    return " user root;" if os.geteuid() == 0 else ""
 
 
 def render(values: Mapping[str, str]) -> str:
@@ -40,10 +53,11 @@ def render(values: Mapping[str, str]) -> str:
 
 
 class NginxProxy(Process):
-    """nginx on a free port of 127.0.0.1 in front of ``upstream`` (``host:port``); its access
-    log (one line per request, ``cache=HIT`` when it asked no service) is ``log``."""
+    """nginx on a free port of 127.0.0.1 in front of ``upstream`` (``host:port``), the reads
+    going to ``reads_upstream`` (by default the same); its access log (one line per request,
+    ``cache=HIT`` when it asked no service) is ``log``."""
 
-    def __init__(self, directory: Path, upstream: str) -> None:
+    def __init__(self, directory: Path, upstream: str, reads_upstream: str | None = None) -> None:
         binary = nginx_binary()
         assert binary is not None, "nginx is not installed (apt-get install nginx)"
         directory.mkdir(parents=True, exist_ok=True)
@@ -52,18 +66,14 @@ class NginxProxy(Process):
         values = {
             "PROXY_LISTEN": f"127.0.0.1:{self.port}",
             "PROXY_UPSTREAM": upstream,
+            "PROXY_READS_UPSTREAM": reads_upstream or upstream,
             "PROXY_CACHE_DIR": str(self.cache_dir),
             "PROXY_RUN_DIR": str(directory / "run"),
         }
         (directory / "run").mkdir(exist_ok=True)
         config = directory / "nginx.conf"
         config.write_text(render(values))
-        directives = "daemon off;"
-        if os.geteuid() == 0:
-            # As root nginx's workers would run as nobody, who cannot enter the test's
-            # directory; the compose service runs all of it as an unprivileged user.
-            directives += " user root;"
-        argv = [binary, "-c", str(config), "-g", directives]
+        argv = [binary, "-c", str(config), "-g", "daemon off;" + as_root()]
         super().__init__("nginx", argv, dict(os.environ), directory / "nginx.log")
 
     @property
