@@ -218,3 +218,17 @@ def test_an_error_body_is_bounded_whatever_a_raise_site_puts_in(
     assert deepest <= FIELD_DEPTH + 1
     assert longest <= FIELD_CHARS + 40
     json.dumps(body)  # renderable: no int too long to print, no object of another kind
+
+
+@pytest.mark.parametrize("path", [1e400, [1e400], -1e400])
+def test_a_path_no_json_answer_can_repeat_is_a_400(
+    owner: Actor, archives: tuple[str, str], path: Any
+) -> None:
+    """A path of ``1e400`` parses as ``inf``: a refusal repeating it was a 500 (DRF's renderer
+    cannot write it)."""
+    body = json.dumps([{"path": path, "etag": MD5}])  # json.dumps writes inf as Infinity
+    body = body.replace("Infinity", "1e400")
+    response = owner.client.post(
+        f"/api/zarr/{archives[0]}/upload/", body, content_type="application/json"
+    )
+    _refused(response)

@@ -4,6 +4,7 @@ so no raise site can answer with the 30 MB path it refused, or build it again in
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from dandizarr.objectstore.keys import MAX_KEY_BYTES
@@ -56,6 +57,8 @@ def bounded(value: Any, depth: int = 0) -> Any:
     whatever the client sent."""
     if isinstance(value, str):
         return cut(value, FIELD_CHARS)
+    if isinstance(value, float) and not math.isfinite(value):
+        return echo(value)  # no JSON answer can hold it (a path of 1e400 parses as inf)
     if isinstance(value, bool | int | float) or value is None:
         return value if not isinstance(value, int) or value.bit_length() <= 64 else echo(value)
     if depth >= FIELD_DEPTH:
