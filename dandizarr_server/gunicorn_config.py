@@ -15,9 +15,12 @@ from typing import Any
 from prometheus_client import multiprocess
 
 from dandizarr_server.allocator import after_request, configure_malloc
+from dandizarr_server.gunicorn_logging import BoundedTracebackLogger
 from dandizarr_server.gunicorn_worker import HeadFirstThreadWorker
 
 worker_class = HeadFirstThreadWorker
+# gunicorn's own tracebacks plain and bounded, as every other log's.
+logger_class = BoundedTracebackLogger
 # Requests served at once per worker process. Each thread keeps a database connection: 4 workers
 # hold 32 of PostgreSQL's default 100.
 threads = 8

@@ -21,6 +21,7 @@ from django.urls import get_resolver
 from gunicorn.app.base import BaseApplication
 
 from dandizarr_server.allocator import after_request, configure_malloc, freeze_startup_objects
+from dandizarr_server.gunicorn_logging import BoundedTracebackLogger
 from dandizarr_server.gunicorn_worker import HeadFirstThreadWorker
 from dandizarr_server.zarr_api.runtime.background import WORKER, start_periodic_tasks
 from dandizarr_server.zarr_api.runtime.storage import get_store
@@ -80,23 +81,27 @@ def run(host: str, port: int) -> None:
     configure_malloc()
     application = get_wsgi_application()
     connections.close_all()  # the worker is forked: it opens its own
-    EmbeddedServer(
-        application,
-        {
-            "bind": [bind_address(host, port)],
-            "workers": 1,
-            # gthread, with request heads read in its loop: slow clients hold no thread.
-            "worker_class": HeadFirstThreadWorker,
-            "threads": THREADS,
-            "graceful_timeout": GRACEFUL_SECONDS,
-            "accesslog": settings.ACCESS_LOG,
-            "access_log_format": ACCESS_LOG_FORMAT,
-            "proc_name": "dandizarr",
-            "post_worker_init": _start_background_work,
-            "worker_exit": _finish_background_work,
-            "post_request": after_request,
-        },
-    ).run()
+    EmbeddedServer(application, gunicorn_options(host, port)).run()
+
+
+def gunicorn_options(host: str, port: int) -> dict[str, Any]:
+    """The settings of ``dandizarr serve``'s gunicorn."""
+    return {
+        "bind": [bind_address(host, port)],
+        "workers": 1,
+        # gthread, with request heads read in its loop: slow clients hold no thread.
+        "worker_class": HeadFirstThreadWorker,
+        # gunicorn's own tracebacks plain and bounded, as every other log's.
+        "logger_class": BoundedTracebackLogger,
+        "threads": THREADS,
+        "graceful_timeout": GRACEFUL_SECONDS,
+        "accesslog": settings.ACCESS_LOG,
+        "access_log_format": ACCESS_LOG_FORMAT,
+        "proc_name": "dandizarr",
+        "post_worker_init": _start_background_work,
+        "worker_exit": _finish_background_work,
+        "post_request": after_request,
+    }
 
 
 def _start_background_work(worker: Any) -> None:

@@ -4,6 +4,7 @@ Django's, Celery's) get the same fields."""
 
 from __future__ import annotations
 
+import logging
 import traceback
 from typing import Any, TextIO
 
@@ -32,6 +33,29 @@ def bounded_traceback(exc_info: ExcInfo) -> str:
         if len(text) >= TRACEBACK_CHARS:
             return text[:TRACEBACK_CHARS] + "\n[traceback cut]"
     return text.rstrip("\n")
+
+
+class BoundedTracebackFormatter(logging.Formatter):
+    """A plain ``logging`` formatter whose tracebacks are ``bounded_traceback``'s: for the logs
+    that do not go through structlog (gunicorn's own, ``dandizarr_server.gunicorn_logging``)."""
+
+    def formatException(self, ei: Any) -> str:
+        return bounded_traceback(ei)
+
+    def formatStack(self, stack_info: str) -> str:
+        return stack_info[-TRACEBACK_CHARS:]
+
+
+class SecurityEventsPlain(logging.Filter):
+    """Django's security events (``django.security.*``: a request it refused as suspicious, a
+    body past DATA_UPLOAD_MAX_MEMORY_SIZE, too many form fields) are a client's doing, answered
+    400: one line each, never a traceback, however many a client sends."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("django.security"):
+            record.exc_info = None
+            record.exc_text = None
+        return True
 
 
 def _console_traceback(sio: TextIO, exc_info: ExcInfo) -> None:
@@ -92,7 +116,14 @@ def structured_logging(log_format: str, level: str) -> dict[str, Any]:
                 "foreign_pre_chain": [*_STRUCTLOG_CHAIN, _EXCEPTIONS],
             }
         },
-        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
+        "filters": {"security_events_plain": {"()": SecurityEventsPlain}},
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "structured",
+                "filters": ["security_events_plain"],
+            }
+        },
         "root": {"handlers": ["console"], "level": level},
         "loggers": {"django.db.backends": {"level": "INFO"}, "botocore": {"level": "WARNING"}},
     }

@@ -354,7 +354,8 @@ DANDIZARR_PREVIEW_QUEUE = env_int("DANDIZARR_PREVIEW_QUEUE", 4)
 DANDIZARR_PREVIEW_WAIT_SECONDS = env_int("DANDIZARR_PREVIEW_WAIT_SECONDS", 10)
 DANDIZARR_PREVIEW_SECONDS = env_int("DANDIZARR_PREVIEW_SECONDS", 5)
 
-# Tests only: kill the process at this named step (zarr_api.runtime.crash.crash_point).
+# Tests only: kill the process at this named step, or with "raise:" before the name make it
+# fail with a costly exception (zarr_api.runtime.crash.crash_point).
 DANDIZARR_CRASH_AT = env("DANDIZARR_CRASH_AT")
 
 # --- The real dandi CLI (docs/api.md, "DANDI clients") ---------------------------------------

@@ -158,10 +158,13 @@ class BatchSession:
         self, resend: Callable[[set[str]], None], *, kind: str
     ) -> requests.Response | None:
         """Complete our batch. When storage lost or garbled some PUTs it had acknowledged, the
-        server names them: ``resend`` PUTs those (file paths or shard names) again, once.
-        Returns the 200, or None when an earlier try completed it and its answer was lost
-        (the final checksum comparison catches anything else)."""
-        for attempt in range(2):
+        server names them: ``resend`` PUTs those (file paths or shard names) again, each once.
+        An error names a hundred at most (its ``missing_count`` says how many there are), so
+        completing goes on while it names some not yet sent again. Returns the 200, or None
+        when an earlier try completed it and its answer was lost (the final checksum
+        comparison catches anything else)."""
+        resent: set[str] = set()
+        while True:
             try:
                 response: requests.Response | None = self.client.complete_batch(self.zarr_id)
             except NotFound as error:
@@ -173,13 +176,13 @@ class BatchSession:
             body = response.json() if response.content else {}
             missing = {_named(m) for m in body.get("missing", [])}
             missing.update(_named(m) for m in body.get("mismatched", []))
-            if attempt == 1 or not missing:
+            if not missing or missing <= resent:
                 raise ClientError(
                     f"the server did not accept the {kind}: {body.get('detail', body)}"
                     + (f" ({', '.join(sorted(missing)[:5])})" if missing else "")
                 )
-            resend(missing)
-        raise AssertionError("the loop returns or raises on its second try")
+            resend(missing - resent)
+            resent |= missing
 
     def closed(self) -> None:
         """Our batch is completed or cancelled: nothing to clean up on the way out."""

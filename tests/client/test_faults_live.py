@@ -4,12 +4,14 @@ errors are retried, a refused URL is replaced, storage that keeps failing stops 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dandizarr.client import ClientError
+from dandizarr_server.zarr_api.edge.echo import LISTED_ITEMS
 from tests.support.flaky_storage import DROP, FlakyStorage
-from tests.support.live_client import Service
+from tests.support.live_client import Service, make_tree
 
 
 def test_transient_storage_errors_are_retried(
@@ -70,3 +72,21 @@ def test_download_through_flaky_storage_retries_and_verifies(
     assert not flaky.get_failures and downloaded.retries >= 3
     assert downloaded.ok and downloaded.local_checksum == uploaded.server_checksum
     assert all((tmp_path / "copy" / p).read_bytes() == (root / p).read_bytes() for p in files)
+
+
+def test_files_storage_lost_are_sent_again_however_many(
+    service: Service, flaky: FlakyStorage, settings: Any, tmp_path: Path
+) -> None:
+    """Storage acknowledged every PUT of a batch and kept none. Completing names the missing
+    files, as many as an error names (edge/echo.py's LISTED_ITEMS, with ``missing_count``):
+    the client sends those again and completes again until none is missing."""
+    count = 2 * LISTED_ITEMS + 50
+    settings.DANDIZARR_BATCH_LIMIT = settings.DANDIZARR_OPEN_BATCH_FILE_LIMIT = count
+    root = tmp_path / "lost.zarr"
+    files = make_tree(root, count)
+    flaky.lose_puts = count
+    with service.client() as client:
+        result = client.upload(root, dandiset=service.dandiset)
+    assert result.ok, result
+    assert flaky.lose_puts == 0 and len(flaky.puts) == 2 * count
+    assert service.remote_files(result.zarr_id).keys() == files.keys()

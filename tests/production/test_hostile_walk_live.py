@@ -31,7 +31,7 @@ from tests.support.hostile_findings import (
     probes,
     table,
 )
-from tests.support.processes import Processes, free_port, stop_process, wait_for
+from tests.support.processes import Processes, serve_logged
 from tests.support.production import production, tools_missing
 from tests.support.seaweedfs import SeaweedS3
 
@@ -105,30 +105,10 @@ def _stranger(url: str, env: dict[str, str]) -> Target:
 def served(processes: Processes, tmp_path: Path) -> Iterator[tuple[str, int, Path, Path]]:
     """``dandizarr serve`` as ``make serve`` starts it (console logs at INFO), logging to a file:
     its URL, pid, log and data directory."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     data = tmp_path / "var"
     log = tmp_path / "serve.log"
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DANDIZARR_SECRET_KEY"}
-        and not key.startswith("DANDIZARR_LOG")
-    }
-    env.update(DANDIZARR_DATA_DIR=str(data), DANDIZARR_PORT=str(port))
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "dandizarr.cli", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-        )
-    try:
-        wait_for(url + "/api/info/", process, "dandizarr serve")
-        yield url, process.pid, log, data
-    finally:
-        stop_process(process)
+    with serve_logged(data, log) as (url, pid):
+        yield url, pid, log, data
 
 
 def test_hostile_walk_on_dandizarr_serve(served: tuple[str, int, Path, Path]) -> None:

@@ -5,6 +5,7 @@ one, so every PUT and GET of the client passes through."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -34,6 +35,9 @@ class FlakyStorage:
         self.get_ranges: list[tuple[str, str | None]] = []
         # Key suffixes whose first PUT is refused as expired.
         self.expire_first_put_of: set[str] = set()
+        # The next PUTs acknowledged (200, their md5 as ETag) and never stored: storage that
+        # lost what it had taken, which completing the batch finds missing.
+        self.lose_puts = 0
         self.puts: list[str] = []
         self.failed_puts = 0
         self._lock = threading.Lock()
@@ -57,6 +61,8 @@ class FlakyStorage:
                 key = self.path.split("?", 1)[0]
                 with outer._lock:
                     outer.puts.append(key)
+                    lost = outer.lose_puts > 0
+                    outer.lose_puts -= lost
                     failure: int | None = None
                     if outer.put_failures:
                         failure = outer.put_failures.pop(0)
@@ -69,6 +75,12 @@ class FlakyStorage:
                                 failure = 403
                     if failure is not None:
                         outer.failed_puts += 1
+                if lost:
+                    self.send_response(200)
+                    self.send_header("ETag", f'"{hashlib.md5(body).hexdigest()}"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if failure == DROP:
                     self.close_connection = True
                     self.connection.shutdown(2)

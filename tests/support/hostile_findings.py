@@ -189,7 +189,7 @@ def _pack_start(target: Target, name: Any, path: Any) -> requests.Response:
     return target.api("POST", f"/api/zarr/{target.sharded}/upload/", json=body)
 
 
-def _nested_path_pack_start(target: Target) -> requests.Response:
+def nested_path_pack_start(target: Target) -> requests.Response:
     """Finding 4: a member path that is a JSON list nested 990 deep (2 KB)."""
     nested = b"[" * 990 + b"]" * 990
     body = (
@@ -227,9 +227,40 @@ def _huge_path_probes() -> Iterator[Probe]:
         lambda t: t.api("DELETE", f"/api/zarr/{t.loose}/files/", json=[{"path": path}]),
     )
     yield Probe("5", "pack start with a 30 MB shard name", lambda t: _pack_start(t, path, "c/0"))
+    # What is not a string, refused: a path that is a list of 5,000,000 items (10 MB of JSON),
+    # a path that is a number no float holds, a pack start's 25,000 refused member paths.
+    yield Probe(
+        "5",
+        "upload/ with a path that is a 5M-item list",
+        lambda t: _raw_json(t, "POST", f"/api/zarr/{t.loose}/upload/", _LIST_PATH_BODY),
+    )
+    yield Probe(
+        "5",
+        "DELETE files/ with a path of 1e400",
+        lambda t: _raw_json(t, "DELETE", f"/api/zarr/{t.loose}/files/", b'[{"path": 1e400}]'),
+    )
+    yield Probe("5", "pack start with 25,000 refused members", _many_refused_members)
 
 
-def _unknown_host(target: Target) -> requests.Response:
+_LIST_PATH_BODY = b'[{"path": [0' + b",0" * (5_000_000 - 1) + b'], "etag": "' + b"0" * 32 + b'"}]'
+
+
+def _raw_json(target: Target, method: str, path: str, body: bytes) -> requests.Response:
+    return target.api(method, path, data=body, headers={"Content-Type": "application/json"})
+
+
+def _many_refused_members(target: Target) -> requests.Response:
+    """25,000 member paths of 1,000 characters, each refused (a trailing '/'): every one was
+    named in the 400, a 27 MB answer."""
+    members = [
+        {"path": f"{i:05d}" + "a" * 1000 + "/", "md5": "0" * 32, "size": 1, "offset": 0}
+        for i in range(25_000)
+    ]
+    body = {"shards": [{"name": "s0", "etag": "0" * 32, "size": 1, "members": members}]}
+    return target.api("POST", f"/api/zarr/{target.sharded}/upload/", json=body)
+
+
+def unknown_host(target: Target) -> requests.Response:
     return requests.get(f"{target.url}/healthz", headers={"Host": "attacker.example"}, timeout=60)
 
 
@@ -237,9 +268,9 @@ def probes() -> list[Probe]:
     return [
         *_metadata_probes(),
         Probe("3", "batch start: 85 files of 5 TiB", _big_files_start),
-        Probe("4", "pack start: a member path nested 990 deep", _nested_path_pack_start),
+        Probe("4", "pack start: a member path nested 990 deep", nested_path_pack_start),
         *_huge_path_probes(),
-        Probe("7", "unknown Host header", _unknown_host),
+        Probe("7", "unknown Host header", unknown_host),
     ]
 
 

@@ -42,28 +42,45 @@ def serve_process(data_dir: Path, **env: str) -> Iterator[tuple[str, str]]:
     """``dandizarr serve`` as a process on a free port, with its own data directory and no
     database or broker of the caller's; yields its URL and admin token, stopped on the way out.
     ``env`` adds settings (``DANDIZARR_STORAGE``, ``DANDIZARR_BATCH_LIMIT``, ...)."""
+    with _serve(data_dir, None, {"DANDIZARR_LOG_LEVEL": "WARNING", **env}) as (url, _):
+        yield url, (data_dir / "admin-token").read_text().strip()
+
+
+@contextmanager
+def serve_logged(data_dir: Path, log: Path, **env: str) -> Iterator[tuple[str, int]]:
+    """``dandizarr serve`` as ``make serve`` starts it (console logs at INFO, unless ``env``
+    says otherwise), its output appended to ``log``; yields its URL and pid. Its admin token is
+    in ``data_dir / "admin-token"``."""
+    with _serve(data_dir, log, env) as served:
+        yield served
+
+
+@contextmanager
+def _serve(data_dir: Path, log: Path | None, env: dict[str, str]) -> Iterator[tuple[str, int]]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "dandizarr.cli", "serve"],
-        env={
-            **{
-                key: value
-                for key, value in os.environ.items()
-                # serve keeps its own secret key in its data directory
-                if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DANDIZARR_SECRET_KEY"}
+    inherited = {
+        key: value
+        for key, value in os.environ.items()
+        # serve keeps its own secret key in its data directory, and logs as `make serve` does
+        if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DANDIZARR_SECRET_KEY"}
+        and not key.startswith("DANDIZARR_LOG")
+    }
+    with open(log if log is not None else os.devnull, "ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dandizarr.cli", "serve"],
+            env={
+                **inherited,
+                "DANDIZARR_DATA_DIR": str(data_dir),
+                "DANDIZARR_PORT": str(port),
+                **env,
             },
-            "DANDIZARR_DATA_DIR": str(data_dir),
-            "DANDIZARR_PORT": str(port),
-            "DANDIZARR_LOG_LEVEL": "WARNING",
-            **env,
-        },
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for(url + "/api/info/", process, "dandizarr serve")
-        yield url, (data_dir / "admin-token").read_text().strip()
+        yield url, process.pid
     finally:
         stop_process(process)
 

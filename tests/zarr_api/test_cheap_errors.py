@@ -20,15 +20,27 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dandizarr_server.logging_config import TRACEBACK_CHARS, structured_logging
-from dandizarr_server.zarr_api.edge.echo import DETAIL_CHARS, FIELD_CHARS, FIELD_DEPTH
+from dandizarr_server.zarr_api.edge.echo import (
+    DETAIL_CHARS,
+    FIELD_CHARS,
+    FIELD_DEPTH,
+    FIELDS_CHARS,
+    LISTED_ITEMS,
+)
 from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed, error_body
 from dandizarr_server.zarr_api.parsers.json_body import MAX_BODY_NESTING
 from tests.support.api import Actor, create_archive, db_snapshot
 
 HUGE = 30 << 20  # a 30 MB path or shard name, as the attacker sent
-# The largest refusal of one: a few lines, and the 1,024 characters of a path it names.
-REFUSAL_BYTES = 8 << 10
+# The largest refusal of one value: a few lines, and the 1,024 characters of a path it names.
+REFUSAL_BYTES = 4 << 10
+# The largest error body of all: its detail, then its fields within their budget (a field's key
+# and its count past it, the one item a list always names), a little JSON around them.
+ERROR_BYTES = DETAIL_CHARS + FIELDS_CHARS + FIELD_CHARS
 MD5 = "0" * 32
+# A client's value that is a list of 5,000,000 items (10 MB of JSON) where a path belongs, and
+# a number no float holds: both were repeated by the refusal (a 10 MB 400, 1.6 CPU-s; a 500).
+LIST_PATH = "[0" + ",0" * (5_000_000 - 1) + "]"
 
 
 def _refused(response: Any) -> dict[str, Any]:
@@ -127,6 +139,68 @@ def test_a_30_mb_value_is_refused_without_repeating_it(
     assert db_snapshot() == before
 
 
+def _value_requests(archives: tuple[str, str], value: str) -> dict[str, tuple[str, str, str]]:
+    """The bodies of upload/, DANDI's files/ POST and DELETE files/ with ``value`` (raw JSON)
+    where the one path belongs."""
+    loose = archives[0]
+    b64 = base64.b64encode(bytes(16)).decode()
+    return {
+        "upload/": (
+            "post",
+            f"/api/zarr/{loose}/upload/",
+            f'[{{"path": {value}, "etag": "{MD5}"}}]',
+        ),
+        "files/ POST": (
+            "post",
+            f"/api/zarr/{loose}/files/",
+            f'[{{"path": {value}, "base64md5": "{b64}"}}]',
+        ),
+        "DELETE files/": ("delete", f"/api/zarr/{loose}/files/", f'[{{"path": {value}}}]'),
+    }
+
+
+@pytest.mark.parametrize("what", ["upload/", "files/ POST", "DELETE files/"])
+@pytest.mark.parametrize("value", [LIST_PATH, "1e400", "[1e400]"], ids=["list", "1e400", "[1e400]"])
+def test_a_refused_value_of_any_kind_is_not_repeated(
+    owner: Actor, archives: tuple[str, str], what: str, value: str
+) -> None:
+    """Finding 5 for what is not a string: a path that was a list of 5,000,000 items got a
+    10 MB 400 (every item repeated in ``paths``), one that was ``1e400`` a 500 (no JSON answer
+    can hold ``inf``, and the refusal repeated it)."""
+    method, url, body = _value_requests(archives, value)[what]
+    owner.client.raise_request_exception = False
+    before = db_snapshot()
+    started = time.process_time()
+    response = getattr(owner.client, method)(url, body, content_type="application/json")
+    assert time.process_time() - started < 1.0
+    refused = _refused(response)
+    assert refused["code"] == ("invalid" if value == LIST_PATH else "parse_error")
+    assert db_snapshot() == before
+
+
+def test_a_pack_start_refusing_many_members_names_the_first_and_counts_them(
+    owner: Actor, archives: tuple[str, str]
+) -> None:
+    """Finding 5 for lists: a pack start whose 25,000 member paths were each refused named every
+    one, 1,000 characters each: a 27 MB 400. An error names its first items, within its budget,
+    and how many there were."""
+    count = 5_000
+    members = [
+        {"path": f"{i:05d}" + "a" * 1000 + "/", "md5": MD5, "size": 1, "offset": 0}
+        for i in range(count)
+    ]
+    body = {"shards": [{"name": "s0", "etag": MD5, "size": 1, "members": members}]}
+    response = owner.client.post(f"/api/zarr/{archives[1]}/upload/", body, format="json")
+    assert response.status_code == 400
+    assert len(response.content) < ERROR_BYTES, len(response.content)
+    refused = response.json()
+    assert refused["code"] == "invalid" and refused["paths_count"] == count
+    assert 0 < len(refused["paths"]) <= LISTED_ITEMS
+    assert [p["path"] for p in refused["paths"]] == [
+        m["path"] for m in members[: len(refused["paths"])]
+    ]  # each named whole: a client can tell which
+
+
 def test_an_unknown_host_is_a_plain_400_with_one_log_line(
     db: None, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -217,18 +291,38 @@ def test_an_error_body_is_bounded_whatever_a_raise_site_puts_in(
     deepest, longest = _depth_and_strings({k: v for k, v in body.items() if k != "detail"})
     assert deepest <= FIELD_DEPTH + 1
     assert longest <= FIELD_CHARS + 40
-    json.dumps(body)  # renderable: no int too long to print, no object of another kind
+    # Renderable as JSON: no int too long to print, no inf or nan, no object of another kind.
+    json.dumps(body, allow_nan=False)
 
 
-@pytest.mark.parametrize("path", [1e400, [1e400], -1e400])
-def test_a_path_no_json_answer_can_repeat_is_a_400(
-    owner: Actor, archives: tuple[str, str], path: Any
-) -> None:
-    """A path of ``1e400`` parses as ``inf``: a refusal repeating it was a 500 (DRF's renderer
-    cannot write it)."""
-    body = json.dumps([{"path": path, "etag": MD5}])  # json.dumps writes inf as Infinity
-    body = body.replace("Infinity", "1e400")
-    response = owner.client.post(
-        f"/api/zarr/{archives[0]}/upload/", body, content_type="application/json"
-    )
-    _refused(response)
+# What a raise site may name in a field, long: a client's list or object of any length where a
+# path belongs, a batch's every refused member, lists of lists.
+_long_values = st.one_of(
+    st.integers(0, 200_000).map(lambda n: [0] * n),
+    st.integers(0, 5_000).map(lambda n: [{"path": "p" * FIELD_CHARS, "problem": "x"}] * n),
+    st.integers(0, 5_000).map(lambda n: {f"k{i}": "v" * 300 for i in range(n)}),
+    st.integers(0, 60).map(lambda n: [[["q" * 2000] * n] * n] * n),
+    st.integers(0, 1_000).map(lambda n: [float("inf"), 2**100, "r" * 5000] * n),
+)
+_field_names = st.from_regex(r"[a-z]{1,30}", fullmatch=True).filter(
+    lambda name: name not in {"code", "message"}
+)
+
+
+@given(
+    detail=st.text(max_size=100) | st.integers(0, HUGE).map(lambda n: "d" * n),
+    fields=st.dictionaries(
+        _field_names, _values | _long_values | st.lists(_long_values, max_size=3), max_size=8
+    ),
+)
+def test_any_error_body_is_bounded(detail: str, fields: dict[str, Any]) -> None:
+    """Whatever a raise site passes (any detail, any fields of any length and shape), the body
+    is JSON of a bounded size: a list names its first items and its count."""
+    body = ValidationFailed(detail, **fields).body
+    assert len(body["detail"]) <= DETAIL_CHARS + 40
+    named = json.dumps({k: v for k, v in body.items() if k != "detail"}, allow_nan=False)
+    assert len(named) < ERROR_BYTES - DETAIL_CHARS, len(named)
+    for name, value in fields.items():
+        if isinstance(value, list) and len(value) > LISTED_ITEMS:
+            assert 0 < len(body[name]) <= LISTED_ITEMS
+            assert body[f"{name}_count"] == len(value)

@@ -4,6 +4,7 @@ for people and a ``code`` for programs (``error_body``; docs/api.md lists every 
 from __future__ import annotations
 
 import logging
+from itertools import islice
 from typing import Any
 
 from botocore.exceptions import ClientError, HTTPClientError
@@ -22,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from dandizarr_server.zarr_api.edge.echo import DETAIL_CHARS, bounded, cut
+from dandizarr_server.zarr_api.edge.echo import DETAIL_CHARS, LISTED_ITEMS, bounded_fields, cut
 from dandizarr_server.zarr_api.runtime.metrics import STORAGE_ERRORS
 
 
@@ -30,9 +31,9 @@ def error_body(detail: str, *, code: str, **extra: Any) -> dict[str, Any]:
     """The one shape of every error the service answers in JSON: ``detail`` for people,
     ``code`` (snake_case, listed in docs/api.md) for programs to decide on, then any fields
     the error adds (``missing``, ``paths``, ...). Bounded whatever a raise site put in: the
-    detail cut to ``DETAIL_CHARS``, every field through ``bounded`` (edge/echo.py)."""
-    fields = {name: bounded(value) for name, value in extra.items()}
-    return {"detail": cut(detail, DETAIL_CHARS), "code": code, **fields}
+    detail cut to ``DETAIL_CHARS``, the fields through ``bounded_fields`` (edge/echo.py: a list
+    names its first items and ``<field>_count`` how many it had)."""
+    return {"detail": cut(detail, DETAIL_CHARS), "code": code, **bounded_fields(extra)}
 
 
 def error_response(
@@ -108,11 +109,15 @@ class BodyTooLarge(DomainError):
 
 
 def _detail_of(data: Any) -> str:
-    """One message naming every field's problems (DRF gives them per field)."""
+    """One message naming the fields' problems (DRF gives them per field, and per item of a
+    list: the first ``LISTED_ITEMS`` of each are named, not the million a body may hold)."""
     if isinstance(data, dict):
-        return "; ".join(f"{field}: {_detail_of(problem)}" for field, problem in data.items())
+        return "; ".join(
+            f"{field}: {_detail_of(problem)}"
+            for field, problem in islice(data.items(), LISTED_ITEMS)
+        )
     if isinstance(data, list):
-        return " ".join(_detail_of(item) for item in data)
+        return " ".join(_detail_of(item) for item in islice(data, LISTED_ITEMS))
     return str(data)
 
 

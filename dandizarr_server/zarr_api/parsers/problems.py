@@ -8,7 +8,7 @@ from django.conf import settings
 
 from dandizarr.checksums.paths import folded_clashes, portable_path_problem
 from dandizarr_server.zarr_api.domain.paths import path_problem
-from dandizarr_server.zarr_api.edge.echo import echo
+from dandizarr_server.zarr_api.edge.echo import echo, refused
 from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 
 # One problem of a body: {"path": ..., "problem": ...}; a 400 lists them all in "paths".
@@ -16,10 +16,13 @@ Problem = dict[str, object]
 
 
 def invalid(what: str, problems: Sequence[Problem]) -> ValidationFailed:
-    """A 400 naming the first few offending paths in its message and all of them in ``paths``."""
+    """A 400 naming the first few offending paths in its message and all of them in ``paths``
+    (each as a refused value; the error names as many as it may, and their count:
+    edge/echo.py)."""
     shown = "; ".join(f"{echo(p['path'])} {p['problem']}" for p in problems[:5])
     more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-    return ValidationFailed(f"invalid {what}: {shown}{more}", paths=list(problems))
+    paths = [{**p, "path": refused(p["path"])} for p in problems]
+    return ValidationFailed(f"invalid {what}: {shown}{more}", paths=paths)
 
 
 def check_batch_size(count: int) -> None:

@@ -40,8 +40,6 @@ from dandizarr_server.zarr_api.services.write_sessions import session_end, sessi
 
 # Staged files whose objects are checked per storage request batch (head_many lists ranges).
 _VERIFY_CHUNK = 10_000
-# Paths an answer names at most (a session holds up to DANDIZARR_WRITE_SESSION_FILE_LIMIT).
-_NAMED = 100
 # The states of a batch that changed the draft.
 _CHANGED = (Batch.State.PENDING, Batch.State.APPLIED)
 
@@ -110,8 +108,10 @@ def staged_files_verify(session: WriteSession) -> None:
             f"{len(names)} staged files are not in storage as declared "
             f"({', '.join(repr(n) for n in names[:5])}): PUT them again, then commit again",
             code="session_incomplete",
-            missing=result.missing[:_NAMED],
-            mismatched=result.mismatched[:_NAMED],
+            # Named up to edge.echo's LISTED_ITEMS, with their counts (a session holds up to
+            # DANDIZARR_WRITE_SESSION_FILE_LIMIT files).
+            missing=result.missing,
+            mismatched=result.mismatched,
         )
 
 
@@ -156,7 +156,7 @@ def _check_conflicts(
             f"{session.session_id} began, at {len(clashes)} of the paths it changed ({shown}); "
             "nothing was committed: begin a new session on the draft as it is now",
             code="session_conflict",
-            paths=sorted(clashes)[:_NAMED],
+            paths=sorted(clashes),
         )
 
 
