@@ -75,6 +75,46 @@ class SessionCalls(ApiConnection):
             yield from answer["results"]
             url, params = answer.get("next"), None
 
+    def begin_session_upload(
+        self, zarr_id: str, session_id: str, path: str, size: int
+    ) -> dict[str, Any]:
+        """Open a big file of the session, sent in parts: ``{"upload", "part_size",
+        "part_count", ...}`` (docs/writing.md, "Big files")."""
+        answer: dict[str, Any] = self.request(
+            "POST",
+            self._session_path(zarr_id, session_id, "uploads/"),
+            json={"path": path, "size": size},
+            expect=(201,),
+        ).json()
+        return answer
+
+    def session_part_urls(
+        self, zarr_id: str, session_id: str, upload: int, first_part: int, md5s: Sequence[str]
+    ) -> list[str]:
+        """PUT URLs of parts ``first_part`` on of big file ``upload``, each bound to its md5."""
+        answer = self.request(
+            "POST",
+            self._session_path(zarr_id, session_id, f"uploads/{upload}/parts/"),
+            json={"first_part": first_part, "md5s": list(md5s)},
+        ).json()
+        urls = answer.get("part_urls")
+        if answer.get("first_part") != first_part or not isinstance(urls, list):
+            raise ClientError(f"the server answered no URLs for part {first_part}")
+        if len(urls) != len(md5s):
+            raise ClientError(f"the server answered {len(urls)} URLs for {len(md5s)} parts")
+        return [str(u) for u in urls]
+
+    def finish_session_upload(
+        self, zarr_id: str, session_id: str, upload: int, md5: str
+    ) -> dict[str, Any]:
+        """Complete big file ``upload`` (its parts all sent) with its md5; staged then."""
+        answer: dict[str, Any] = self.request(
+            "POST",
+            self._session_path(zarr_id, session_id, f"uploads/{upload}/finish/"),
+            json={"etag": md5},
+        ).json()
+        return answer
+
     def commit_session(self, zarr_id: str, session_id: str) -> dict[str, Any]:
         """Commit: the session's record with the ``batch`` that applies it."""
         answer: dict[str, Any] = self.request(

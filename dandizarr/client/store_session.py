@@ -10,6 +10,7 @@ from zarr.abc.store import Store
 from zarr.core.buffer import Buffer
 
 from dandizarr.client.store_reads import FileEntry
+from dandizarr.client.store_streams import Source
 from dandizarr.client.store_writes import SessionWrites
 
 
@@ -59,6 +60,13 @@ class WritableStore(Store):
         await self._ensure_open()
         writes = self._session()
         await asyncio.to_thread(writes.write, key, value.to_bytes())
+
+    def put_stream(self, key: str, source: Source, size: int) -> str:
+        """Write ``size`` bytes read from ``source`` (a binary file-like object, or an
+        iterable of byte chunks) at ``key`` of the session, streamed to storage in parts past
+        the service's multipart threshold (bounded memory, no local disk); their md5. Visible
+        with the rest of the session at its commit."""
+        return self._session().put_stream(key, source, size)
 
     async def delete(self, key: str) -> None:
         await self._ensure_open()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import queue
 import threading
 from collections import OrderedDict
@@ -27,6 +28,7 @@ from dandizarr.client.api import ApiClient
 from dandizarr.client.errors import ClientError
 from dandizarr.client.retry import final_status_message
 from dandizarr.client.store_reads import DirectoryListing, FileEntry
+from dandizarr.client.store_streams import ExactReader, Source, stream_in_parts
 
 # Bytes of this process's own writes kept to answer its reads (metadata, mostly): small files
 # only, the oldest forgotten first.
@@ -63,8 +65,12 @@ class SessionWrites:
     # --- writing -------------------------------------------------------------------------
 
     def write(self, key: str, data: bytes) -> None:
-        """Stage ``data`` at ``key``: PUT to storage now, under the session's key for it."""
+        """Stage ``data`` at ``key``: PUT to storage now, under the session's key for it (in
+        parts past the service's multipart threshold)."""
         self._require_open()
+        if self._is_big(len(data)):
+            self.put_stream(key, io.BytesIO(data), len(data))
+            return
         md5 = hashlib.md5(data, usedforsecurity=False)
         wanted = _Wanted(key, md5.hexdigest(), len(data), Future())
         self._start_thread()
@@ -86,6 +92,28 @@ class SessionWrites:
                 while self._cached_bytes > CACHE_BYTES:
                     _, old = self._cached.popitem(last=False)
                     self._cached_bytes -= len(old)
+
+    def _is_big(self, size: int) -> bool:
+        threshold = self.client.info().multipart_threshold_bytes
+        return threshold is not None and size > threshold
+
+    def put_stream(self, key: str, source: Source, size: int) -> str:
+        """Stage ``size`` bytes read from ``source`` (a binary file-like object, or an
+        iterable of byte chunks) at ``key``; their md5. Past the service's multipart threshold
+        they go to storage in parts as they are read (``store_streams``): memory holds a few
+        parts, never the file; at or under it, read whole, then one PUT."""
+        self._require_open()
+        if not self._is_big(size):
+            reader = ExactReader(source, f"the stream for {key}")
+            data = reader.take(size)
+            reader.require_end()
+            self.write(key, data)
+            return hashlib.md5(data, usedforsecurity=False).hexdigest()
+        md5 = stream_in_parts(self.client, self.zarr_id, self.session_id, key, source, size)
+        with self._lock:
+            self._changed[key] = FileEntry(size, md5)
+            self._forget_bytes(key)
+        return md5
 
     def delete(self, keys: Sequence[str]) -> None:
         self._require_open()

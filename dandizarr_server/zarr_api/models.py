@@ -316,6 +316,15 @@ class MultipartUpload(models.Model):
     batch = models.ForeignKey(
         "Batch", null=True, blank=True, on_delete=models.SET_NULL, related_name="multipart"
     )
+    # A write session's big file (docs/writing.md): its parts declared as they are sent, its
+    # md5 when it is finished; the session's commit makes ``batch`` the batch that applies it.
+    session = models.ForeignKey(
+        "WriteSession",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="multipart",
+    )
     path = models.TextField()
     key = models.TextField()
     upload_id = models.TextField(unique=True)

@@ -3,7 +3,14 @@
 from django.urls import include, path
 
 from dandizarr_server.zarr_api.routes import dandi as dandi_urls
-from dandizarr_server.zarr_api.views import archives, dandisets, files, sessions, versions
+from dandizarr_server.zarr_api.views import (
+    archives,
+    dandisets,
+    files,
+    session_uploads,
+    sessions,
+    versions,
+)
 
 zarr = "api/zarr/<str:zarr_id>/"
 draft_assets = "api/dandisets/<str:identifier>/versions/<str:version>/assets/"
@@ -74,6 +81,21 @@ urlpatterns = [
         zarr + "sessions/<str:session_id>/changes/",
         sessions.SessionChangesView.as_view(),
         name="zarr-session-changes",
+    ),
+    path(
+        zarr + "sessions/<str:session_id>/uploads/",
+        session_uploads.SessionUploadsView.as_view(),
+        name="zarr-session-uploads",
+    ),
+    path(
+        zarr + "sessions/<str:session_id>/uploads/<int:upload>/parts/",
+        session_uploads.SessionUploadPartsView.as_view(),
+        name="zarr-session-upload-parts",
+    ),
+    path(
+        zarr + "sessions/<str:session_id>/uploads/<int:upload>/finish/",
+        session_uploads.SessionUploadFinishView.as_view(),
+        name="zarr-session-upload-finish",
     ),
     path(
         zarr + "sessions/<str:session_id>/commit/",

@@ -51,8 +51,9 @@ def cancellation_finish(batch_pk: int) -> Batch:
         if batch.state != Batch.State.CANCELLING:
             return batch
         to_unlist: list[str] = []
-        if batch.kind == Batch.Kind.PACK:
-            # Nothing of a pack batch is in the archive before it is applied: drop its shards.
+        if batch.kind in (Batch.Kind.PACK, Batch.Kind.SESSION):
+            # Nothing of a pack batch or a session's is in the archive before it is applied
+            # (a session's files are one-member shards): drop its shards.
             discard_shards(batch.shards.all())
         else:
             to_unlist = uploaded_files_discard(

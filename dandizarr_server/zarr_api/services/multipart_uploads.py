@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from dandizarr.objectstore import ObjectNotFound
@@ -34,9 +35,9 @@ from dandizarr_server.zarr_api.domain.declarations import (
     FileDeclaration,
     check_declared_in_parts,
 )
-from dandizarr_server.zarr_api.domain.keys import FILES_ROOT
+from dandizarr_server.zarr_api.domain.keys import FILES_ROOT, SHARDS_ROOT
 from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
-from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
+from dandizarr_server.zarr_api.models import Batch, MultipartUpload, WriteSession, ZarrArchive
 from dandizarr_server.zarr_api.parsers.problems import Problem
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.declared_parts import (
@@ -208,8 +209,8 @@ def multipart_uploads_abort(uploads: Sequence[MultipartUpload]) -> None:
 
 
 def abandoned_uploads_abort(min_age: timedelta) -> int:
-    """The sweep: abort every multipart upload storage holds under an archive's files that no
-    open batch is sending (S3 keeps unfinished parts, and bills them, until aborted): those of
+    """The sweep: abort every multipart upload storage holds under an archive's files or
+    shards that no open batch or write session is sending (S3 keeps unfinished parts, and bills them, until aborted): those of
     ended batches a cancel could not reach, and those a crash left between storage and the
     database. Uploads younger than ``min_age`` are left alone (a start may be recording one).
     How many were aborted."""
@@ -217,20 +218,19 @@ def abandoned_uploads_abort(min_age: timedelta) -> int:
     if not store.takes_multipart:
         return 0
     cutoff = timezone.now() - min_age
-    live = set(
-        MultipartUpload.objects.filter(
-            state=MultipartUpload.State.OPEN, batch__state=Batch.State.OPEN
-        ).values_list("upload_id", flat=True)
-    )
+    # An upload is live while its batch or its write session is open.
+    sending = Q(batch__state=Batch.State.OPEN) | Q(session__state=WriteSession.State.OPEN)
+    open_uploads = MultipartUpload.objects.filter(state=MultipartUpload.State.OPEN)
+    live = set(open_uploads.filter(sending).values_list("upload_id", flat=True))
     aborted = 0
-    for upload in store.list_multipart_uploads(FILES_ROOT):
-        if upload.upload_id in live or upload.initiated > cutoff:
-            continue
-        store.abort_multipart_upload(upload.key, upload.upload_id)
-        aborted += 1
-    MultipartUpload.objects.filter(state=MultipartUpload.State.OPEN).exclude(
-        batch__state=Batch.State.OPEN
-    ).update(state=MultipartUpload.State.ABORTED)
+    # Batches send big files to loose keys; write sessions, to their staged keys.
+    for root in (FILES_ROOT, SHARDS_ROOT):
+        for upload in store.list_multipart_uploads(root):
+            if upload.upload_id in live or upload.initiated > cutoff:
+                continue
+            store.abort_multipart_upload(upload.key, upload.upload_id)
+            aborted += 1
+    open_uploads.exclude(sending).update(state=MultipartUpload.State.ABORTED)
     return aborted
 
 
@@ -252,28 +252,7 @@ def multipart_uploads_complete(batch: Batch) -> PartsCheck:
     uploads = list(MultipartUpload.objects.filter(batch=batch, state=MultipartUpload.State.OPEN))
 
     def complete(upload: MultipartUpload) -> tuple[MultipartUpload, str | None, str]:
-        try:
-            stored = {p.number: p for p in store.list_parts(upload.key, upload.upload_id)}
-        except ObjectNotFound:
-            # Completed already (a complete that died before recording it, or one racing
-            # this): the object its declared parts make is there.
-            info = store.head(upload.key)
-            if info is not None and (info.etag, info.size) == (upload.etag, upload.size):
-                return upload, None, ""
-            return upload, "missing", "its multipart upload is gone: start the file again"
-        ranges = part_ranges(upload.size, upload.part_size)
-        for number, ((start, end), md5) in enumerate(
-            zip(ranges, upload.part_md5s, strict=True), start=1
-        ):
-            part = stored.get(number)
-            if part is None:
-                return upload, "missing", f"part {number}"
-            if part.etag != md5 or part.size != end - start:
-                return upload, "mismatched", f"part {number}: {part.etag} ({part.size} bytes)"
-        store.complete_multipart_upload(
-            upload.key, upload.upload_id, [(n, m) for n, m in enumerate(upload.part_md5s, 1)]
-        )
-        return upload, None, ""
+        return upload, *upload_complete(upload)
 
     for upload, problem, detail in store.map_requests(complete, uploads):
         if problem == "missing":
@@ -287,6 +266,35 @@ def multipart_uploads_complete(batch: Batch) -> PartsCheck:
                 state=MultipartUpload.State.COMPLETED
             )
     return check
+
+
+def upload_complete(upload: MultipartUpload) -> tuple[str | None, str]:
+    """Complete ``upload`` in storage if it holds every part as declared: ``(None, "")``, or
+    ``("missing" | "mismatched", which part)`` with the upload left open (the client PUTs
+    the part again). An upload completed already (a completion that died before recording it,
+    or one racing this) is fine when its object is what the declared parts make. The one rule
+    of batches' and write sessions' big files alike."""
+    store = get_store()
+    try:
+        stored = {p.number: p for p in store.list_parts(upload.key, upload.upload_id)}
+    except ObjectNotFound:
+        info = store.head(upload.key)
+        if info is not None and (info.etag, info.size) == (upload.etag, upload.size):
+            return None, ""
+        return "missing", "its multipart upload is gone: start the file again"
+    ranges = part_ranges(upload.size, upload.part_size)
+    for number, ((start, end), md5) in enumerate(
+        zip(ranges, upload.part_md5s, strict=True), start=1
+    ):
+        part = stored.get(number)
+        if part is None:
+            return "missing", f"part {number}"
+        if part.etag != md5 or part.size != end - start:
+            return "mismatched", f"part {number}: {part.etag} ({part.size} bytes)"
+    store.complete_multipart_upload(
+        upload.key, upload.upload_id, [(n, m) for n, m in enumerate(upload.part_md5s, 1)]
+    )
+    return None, ""
 
 
 def completed_uploads(batch: Batch) -> dict[str, tuple[str, int]]:

@@ -41,7 +41,11 @@ def write_sessions_sweep() -> int:
     uncleaned = WriteSession.objects.filter(cleaned=False).exclude(state=WriteSession.State.OPEN)
     for pk, state, archive_pk in list(uncleaned.values_list("pk", "state", "archive_id")):
         try:
-            if state == WriteSession.State.COMMITTED:
+            if state == WriteSession.State.COMMITTED and _batch_failed(pk):
+                # Its batch never applied (a big file's md5 did not prove): what it staged goes.
+                staged_objects_delete(pk)
+                cleaned += 1
+            elif state == WriteSession.State.COMMITTED:
                 cleaned += committed_sessions_settle(archive_pk)
             else:
                 staged_objects_delete(pk)
@@ -49,6 +53,12 @@ def write_sessions_sweep() -> int:
         except Exception:
             logger.exception("write session %s: cleanup failed; retried by the next sweep", pk)
     return cleaned
+
+
+def _batch_failed(session_pk: int) -> bool:
+    return WriteSession.objects.filter(
+        pk=session_pk, batch__state__in=[Batch.State.FAILED, Batch.State.CANCELLED]
+    ).exists()
 
 
 def committed_sessions_settle(archive_pk: int) -> int:

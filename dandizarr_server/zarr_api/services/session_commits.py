@@ -4,7 +4,7 @@ of kind ``session`` that the tree update applies like any other: every file and 
 the session reaches the tree (and every route) in the one transaction that applies it.
 
 The staged objects become one-member shards (a Shard row each, verified: a single PUT's ETag
-is its md5), so the tree update moves member rows to them as it does for a pack batch, and
+is its md5; a big file's md5 is proven by the tree update, ``multipart_proofs``), so the tree update moves member rows to them as it does for a pack batch, and
 the loose objects of the paths it packs are deleted after it commits
 (``member_locations.stale_loose_copies_delete``); those of the paths it deletes, by
 ``services.session_cleanup``.
@@ -23,6 +23,7 @@ from dandizarr_server.zarr_api.edge.exceptions import Conflict, ValidationFailed
 from dandizarr_server.zarr_api.models import (
     Batch,
     BatchFile,
+    MultipartUpload,
     SessionFile,
     Shard,
     WriteSession,
@@ -70,6 +71,13 @@ def session_commit(*, user: Requester, archive: ZarrArchive, session: WriteSessi
             note=f"write session {session.session_id}",
         )
         _batch_rows_insert(archive, session, batch)
+        # Its big files: proven from their bytes by the tree update before it applies the
+        # batch (``multipart_proofs``), as a batch's are.
+        MultipartUpload.objects.filter(
+            session=session,
+            state=MultipartUpload.State.COMPLETED,
+            key__in=SessionFile.objects.filter(session=session, deleted=False).values("key"),
+        ).update(batch=batch)
         session_end(session, WriteSession.State.COMMITTED)
         WriteSession.objects.filter(pk=session.pk).update(batch=batch)
         tree_update_schedule(archive)

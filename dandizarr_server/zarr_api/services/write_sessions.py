@@ -29,7 +29,13 @@ from dandizarr_server.zarr_api.domain.permissions import (
     require_writer,
 )
 from dandizarr_server.zarr_api.edge.exceptions import Conflict, ValidationFailed
-from dandizarr_server.zarr_api.models import Batch, SessionFile, WriteSession, ZarrArchive
+from dandizarr_server.zarr_api.models import (
+    Batch,
+    MultipartUpload,
+    SessionFile,
+    WriteSession,
+    ZarrArchive,
+)
 from dandizarr_server.zarr_api.parsers.problems import invalid
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot, archive_snapshot
@@ -39,7 +45,10 @@ from dandizarr_server.zarr_api.services.batch_rules import (
     check_file_directory_clashes,
     upload_targets_sign,
 )
-from dandizarr_server.zarr_api.services.multipart_uploads import multipart_threshold
+from dandizarr_server.zarr_api.services.multipart_uploads import (
+    multipart_threshold,
+    multipart_uploads_abort,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -98,31 +107,53 @@ def session_files_stage(
         raise invalid(
             "sizes",
             [
-                {"path": f.path, "problem": f"is bigger than {threshold} bytes (one PUT)"}
+                {
+                    "path": f.path,
+                    "problem": f"is bigger than {threshold} bytes: send it in parts "
+                    "(POST sessions/{id}/uploads/)",
+                }
                 for f in too_big
             ],
         )
     with transaction.atomic():
         session = session_lock(user, archive, session)
-        paths = [f.path for f in files]
-        _check_limit(session, paths)
-        deletions = dict.fromkeys(
-            SessionFile.objects.filter(session=session, deleted=True, path__in=list(_nearby(paths)))
-            .values_list("path", flat=True)
-            .iterator(),
-            None,
-        )
-        # Against the draft as it will be once its pending batches apply, the session's own
-        # deletions too; what changes in the draft meanwhile is the commit's conflict check.
-        draft = archive_snapshot(archive, cached=True)
-        check_file_directory_clashes(paths, ArchiveSnapshot(draft.tree, draft.pending | deletions))
         rows = [
             (f.path, f.md5, f.size or 0, new_staged_key(archive.zarr_id, session.session_id))
             for f in files
         ]
-        _rows_replace(session, rows, deleted=False)
-        WriteSession.objects.filter(pk=session.pk).update(expires=_expiry())
+        staged_rows_record(archive, session, rows, verified=False)
         return upload_targets_sign([(path, key, md5) for path, md5, _, key in rows])
+
+
+def staged_rows_record(
+    archive: ZarrArchive,
+    session: WriteSession,
+    rows: Sequence[tuple[str, str, int, str]],
+    *,
+    verified: bool,
+) -> None:
+    """Record files (path, md5, size, key) staged in the session (its row locked): within its
+    limit, clashing with no file or directory of the draft. ``verified``: storage was found
+    to hold each (a big file, completed)."""
+    paths = [path for path, _, _, _ in rows]
+    _check_limit(session, paths)
+    deletions = dict.fromkeys(
+        SessionFile.objects.filter(session=session, deleted=True, path__in=list(_nearby(paths)))
+        .values_list("path", flat=True)
+        .iterator(),
+        None,
+    )
+    # Against the draft as it will be once its pending batches apply, the session's own
+    # deletions too; what changes in the draft meanwhile is the commit's conflict check.
+    draft = archive_snapshot(archive, cached=True)
+    check_file_directory_clashes(paths, ArchiveSnapshot(draft.tree, draft.pending | deletions))
+    _rows_replace(session, rows, deleted=False, verified=verified)
+    session_touch(session)
+
+
+def session_touch(session: WriteSession) -> None:
+    """A write of the session: it lives on for the TTL from now."""
+    WriteSession.objects.filter(pk=session.pk).update(expires=_expiry())
 
 
 def _nearby(paths: Sequence[str]) -> set[str]:
@@ -143,7 +174,11 @@ def _check_limit(session: WriteSession, paths: Sequence[str]) -> None:
 
 
 def _rows_replace(
-    session: WriteSession, rows: Sequence[tuple[str, str, int, str]], *, deleted: bool
+    session: WriteSession,
+    rows: Sequence[tuple[str, str, int, str]],
+    *,
+    deleted: bool,
+    verified: bool = False,
 ) -> None:
     """The session's rows at these paths become ``rows`` (path, md5, size, key). A staged
     object replaced is left to garbage collection: its URL may still be in use."""
@@ -156,7 +191,7 @@ def _rows_replace(
             size=size,
             key=key,
             deleted=deleted,
-            verified=deleted,
+            verified=deleted or verified,
         )
         for path, md5, size, key in rows
     )
@@ -171,7 +206,7 @@ def session_paths_delete(
         session = session_lock(user, archive, session)
         _check_limit(session, paths)
         _rows_replace(session, [(p, "", 0, "") for p in paths], deleted=True)
-        WriteSession.objects.filter(pk=session.pk).update(expires=_expiry())
+        session_touch(session)
 
 
 def session_abort(*, user: Requester, archive: ZarrArchive, session: WriteSession) -> None:
@@ -191,13 +226,25 @@ def session_end(session: WriteSession, state: WriteSession.State) -> None:
 
 
 def staged_objects_delete(session_pk: int) -> None:
-    """Delete what an ended session without a commit staged, then its rows; idempotent."""
+    """Delete what an ended session without a commit staged, then its rows; idempotent. Its
+    big files' uploads are aborted (their parts deleted) and what any completed, deleted."""
     keys = list(
         SessionFile.objects.filter(session_id=session_pk, deleted=False)
         .exclude(key="")
         .values_list("key", flat=True)
     )
-    get_store().delete_many(keys)
+    uploads = list(
+        MultipartUpload.objects.filter(
+            session_id=session_pk,
+            state__in=[MultipartUpload.State.OPEN, MultipartUpload.State.COMPLETED],
+        )
+    )
+    store = get_store()
+    multipart_uploads_abort(uploads)
+    store.delete_many([*keys, *(u.key for u in uploads)])
+    MultipartUpload.objects.filter(pk__in=[u.pk for u in uploads]).update(
+        state=MultipartUpload.State.ABORTED
+    )
     with transaction.atomic():
         SessionFile.objects.filter(session_id=session_pk).delete()
         WriteSession.objects.filter(pk=session_pk).update(cleaned=True)

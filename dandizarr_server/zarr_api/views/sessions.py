@@ -55,7 +55,7 @@ def _session_json(session: WriteSession) -> dict[str, Any]:
     }
 
 
-def _writer_session(
+def writer_session(
     request: Request, zarr_id: str, session_id: str
 ) -> tuple[ZarrArchive, WriteSession]:
     """The archive (a writer's: 404 to whoever may not read it, 403 to a reader) and its
@@ -78,11 +78,11 @@ class SessionsView(APIView):
 class SessionView(APIView):
     @extend_schema(responses={200: {"type": "object"}})
     def get(self, request: Request, zarr_id: str, session_id: str) -> Response:
-        _, session = _writer_session(request, zarr_id, session_id)
+        _, session = writer_session(request, zarr_id, session_id)
         return Response(_session_json(session))
 
     def delete(self, request: Request, zarr_id: str, session_id: str) -> Response:
-        archive, session = _writer_session(request, zarr_id, session_id)
+        archive, session = writer_session(request, zarr_id, session_id)
         session_abort(user=request.user, archive=archive, session=session)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -90,7 +90,7 @@ class SessionView(APIView):
 class SessionFilesView(APIView):
     @extend_schema(request=_LIST, responses={200: _LIST})
     def post(self, request: Request, zarr_id: str, session_id: str) -> Response:
-        archive, session = _writer_session(request, zarr_id, session_id)
+        archive, session = writer_session(request, zarr_id, session_id)
         targets = session_files_stage(
             user=request.user,
             archive=archive,
@@ -103,7 +103,7 @@ class SessionFilesView(APIView):
 class SessionDeletionsView(APIView):
     @extend_schema(request=_LIST, responses={204: None})
     def post(self, request: Request, zarr_id: str, session_id: str) -> Response:
-        archive, session = _writer_session(request, zarr_id, session_id)
+        archive, session = writer_session(request, zarr_id, session_id)
         session_paths_delete(
             user=request.user,
             archive=archive,
@@ -118,7 +118,7 @@ class SessionChangesView(APIView):
 
     @extend_schema(responses={200: {"type": "object"}})
     def get(self, request: Request, zarr_id: str, session_id: str) -> Response:
-        _, session = _writer_session(request, zarr_id, session_id)
+        _, session = writer_session(request, zarr_id, session_id)
         query = parse_changes_query(request.query_params)
         if query.path is not None:
             found = session_change_at(session, query.path)
@@ -146,7 +146,7 @@ class SessionChangesView(APIView):
 class SessionCommitView(APIView):
     @extend_schema(request=None, responses={200: {"type": "object"}})
     def post(self, request: Request, zarr_id: str, session_id: str) -> Response:
-        archive, session = _writer_session(request, zarr_id, session_id)
+        archive, session = writer_session(request, zarr_id, session_id)
         batch = session_commit(user=request.user, archive=archive, session=session)
         session.refresh_from_db()
         return Response(_session_json(session) | {"batch": batch.pk})
