@@ -1,7 +1,8 @@
 """What storage holds for ended write sessions (docs/writing.md): the sweep that ends sessions
 whose writer is gone (expired), deletes what sessions without a commit staged, and, once a
 commit's batch is applied, the loose objects of the paths it deleted (the tree no longer has
-them; left, the audit would take them for files of the archive)."""
+them; left, the audit would take them for files of the archive), and on a sharded archive its
+chunk files packed into shards (``session_repacking``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from dandizarr_server.zarr_api.models import (
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
 from dandizarr_server.zarr_api.selectors.open_batches import loose_upload_paths
+from dandizarr_server.zarr_api.services.session_repacking import session_batch_repack
 from dandizarr_server.zarr_api.services.write_sessions import session_end, staged_objects_delete
 
 logger = logging.getLogger(__name__)
@@ -73,7 +75,15 @@ def committed_sessions_settle(archive_pk: int) -> int:
         cleaned=False,
         batch__state=Batch.State.APPLIED,
     )
-    for pk in list(sessions.values_list("pk", flat=True)):
+    for pk, batch_pk in list(sessions.values_list("pk", "batch_id")):
+        # On a sharded archive, its chunk files packed into shards first (a failure leaves
+        # the session to the next sweep, which packs the rest).
+        try:
+            if batch_pk is not None:
+                session_batch_repack(batch_pk)
+        except Exception:
+            logger.exception("write session %s: packing failed; retried by the next sweep", pk)
+            continue
         deleted = list(
             SessionFile.objects.filter(session_id=pk, deleted=True).values_list("path", flat=True)
         )
