@@ -7,14 +7,19 @@ every file readable and a rerun finishes."""
 from __future__ import annotations
 
 import base64
-import math
+import json
 from typing import Any
 
 import pytest
 import requests
 from django.test import Client
 
-from dandizarr.sharding.archive_packing import ShardLayout, find_grids, plan_shards
+from dandizarr.sharding.archive_packing import (
+    ShardLayout,
+    default_chunks_per_shard,
+    find_grids,
+    plan_shards,
+)
 from dandizarr_server.zarr_api.models import Batch, Shard, ShardMember
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.session_cleanup import write_sessions_sweep
@@ -24,22 +29,33 @@ from tests.support.sharded import ZARRAY, array_files, read_file
 from tests.support.tree_check import assert_tree_matches_storage
 from tests.zarr_api.test_write_sessions import begin, commit, stage, visible
 
-CPS = (5, 5)
-
 
 @pytest.fixture
 def sharded(owner: Actor, dandiset: str, s3_storage: str) -> str:
     return create_archive(owner, dandiset, "s.zarr", layout="sharded")
 
 
-def planned_shards(files: dict[str, bytes]) -> int:
-    grids = find_grids({"arr/.zarray": ZARRAY})
-    plans, _ = plan_shards([ShardLayout(g, CPS) for g in grids], files)
-    return len(plans)
+def planned_shards(files: dict[str, bytes], target: int) -> tuple[int, tuple[int, ...]]:
+    """How many shards the archive's layout cuts the array's chunks into, and their shape."""
+    [grid] = find_grids({"arr/.zarray": ZARRAY})
+    cps = default_chunks_per_shard(grid, target)
+    plans, _ = plan_shards([ShardLayout(grid, cps)], files)
+    return len(plans), cps
+
+
+def chunk_shards() -> set[int]:
+    """The live shards holding the array's chunk files."""
+    return set(
+        ShardMember.objects.filter(path__regex=r"^arr/[0-9]+\.[0-9]+$", shard__state="live")
+        .values_list("shard_id", flat=True)
+        .distinct()
+    )
 
 
 def manifest_bytes(zarr_id: str) -> dict[str, bytes]:
-    refs = Client().get(f"/api/zarr/{zarr_id}/manifest/").json()["refs"]
+    response: Any = Client().get(f"/api/zarr/{zarr_id}/manifest/")
+    assert response.status_code == 200
+    refs = json.loads(b"".join(response.streaming_content))["refs"]
     found = {}
     for path, ref in refs.items():
         if isinstance(ref, str):
@@ -81,33 +97,29 @@ def check_reads(owner: Actor, zarr_id: str, files: dict[str, bytes]) -> None:
 def test_a_committed_session_ends_packed_with_the_same_checksum(
     owner: Actor, sharded: str, settings: Any
 ) -> None:
-    files = array_files()  # 100 chunks of a 10 x 10 grid
-    # The array's layout: 5 x 5 chunks a shard, as a pack batch of the archive had it.
-    write_session(owner, sharded, {".zgroup": files[".zgroup"], "arr/.zarray": ZARRAY})
-    Shard.objects.filter(state=Shard.State.LIVE).update(chunks_per_shard=None)
-    # A first session's chunks set the layout through the service's default ...
-    settings.DANDIZARR_SHARD_TARGET_BYTES = 25 * 16
-    write_session(owner, sharded, {p: b for p, b in files.items() if p.startswith("arr/")})
-    chunks = [p for p in files if p.startswith("arr/") and "." in p.rpartition("/")[2][1:]]
-    assert len(chunks) == 100
+    files = array_files()  # 100 chunks of a 10 x 10 grid, 16 bytes each
+    settings.DANDIZARR_SHARD_TARGET_BYTES = target = 25 * 16
+    expected, cps = planned_shards(files, target)
+    assert 1 < expected < 100
+    write_session(owner, sharded, files)
     check_reads(owner, sharded, files)
     # O(files / shard size) shard objects hold the chunks, not one each.
-    holding = shards_holding("arr/")
-    packed = Shard.objects.filter(pk__in=holding, chunks_per_shard__isnull=False)
-    assert packed.count() == planned_shards(files) == math.ceil(100 / 25)
-    assert all(list(s.chunks_per_shard) == list(CPS) for s in packed)
-    # The one-member shards are gone from storage: the archive's shard objects are the
-    # packed ones and the metadata's.
-    objects = [k for k, *_ in get_store().list(f"zarr_shards/{sharded}/")]
-    assert len(objects) == len(shards_holding("")) <= 4 + 3
-    # A later session keeps the archive's layout (5 x 5), rewriting a few chunks.
+    packed = Shard.objects.filter(pk__in=chunk_shards())
+    assert packed.count() == expected
+    assert {tuple(s.chunks_per_shard or ()) for s in packed} == {cps}
+    # The one-member shards of the chunks are gone from storage: its shard objects are the
+    # packed ones and the metadata's (3 files, one-member shards).
+    objects = list(get_store().list(f"zarr_shards/{sharded}/"))
+    assert len(objects) == expected + 3
+    # A later session keeps the archive's layout (what its live shards have), whatever the
+    # default is now, rewriting a few chunks.
     settings.DANDIZARR_SHARD_TARGET_BYTES = 1 << 30
     again = {"arr/0.0": b"A" * 16, "arr/9.9": b"B" * 16}
     write_session(owner, sharded, again)
     files |= again
     check_reads(owner, sharded, files)
     newest = Shard.objects.filter(pk__in=shards_holding("arr/0.0") | shards_holding("arr/9.9"))
-    assert {tuple(s.chunks_per_shard or ()) for s in newest} == {CPS}
+    assert {tuple(s.chunks_per_shard or ()) for s in newest} == {cps}
 
 
 def test_a_repack_killed_midway_leaves_every_file_readable_and_a_rerun_finishes(
@@ -122,8 +134,8 @@ def test_a_repack_killed_midway_leaves_every_file_readable_and_a_rerun_finishes(
     [batch] = Batch.objects.filter(kind=Batch.Kind.SESSION)
     assert batch.state == Batch.State.APPLIED
     check_reads(owner, sharded, files)  # nothing moved: every file in its one-member shard
-    assert len(shards_holding("arr/")) == 100
+    assert len(chunk_shards()) == 100
     write_sessions_sweep()  # the sweep retries the session's settle
     check_reads(owner, sharded, files)
-    assert len(shards_holding("arr/")) == 4
+    assert len(chunk_shards()) == planned_shards(files, 25 * 16)[0]
     assert session_batch_repack(batch.pk) == 0  # done: nothing left to pack

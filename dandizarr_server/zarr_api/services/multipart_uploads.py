@@ -210,9 +210,10 @@ def multipart_uploads_abort(uploads: Sequence[MultipartUpload]) -> None:
 
 def abandoned_uploads_abort(min_age: timedelta) -> int:
     """The sweep: abort every multipart upload storage holds under an archive's files or
-    shards that no open batch or write session is sending (S3 keeps unfinished parts, and bills them, until aborted): those of
-    ended batches a cancel could not reach, and those a crash left between storage and the
-    database. Uploads younger than ``min_age`` are left alone (a start may be recording one).
+    shards that no open batch or write session is sending (S3 keeps unfinished parts, and
+    bills them, until aborted): those of ended batches and sessions a cancel or an abort could
+    not reach, and those a crash left between storage and the database. Uploads younger than
+    ``min_age`` are left alone (a start may be recording one).
     How many were aborted."""
     store = get_store()
     if not store.takes_multipart:

@@ -4,10 +4,10 @@ of kind ``session`` that the tree update applies like any other: every file and 
 the session reaches the tree (and every route) in the one transaction that applies it.
 
 The staged objects become one-member shards (a Shard row each, verified: a single PUT's ETag
-is its md5; a big file's md5 is proven by the tree update, ``multipart_proofs``), so the tree update moves member rows to them as it does for a pack batch, and
-the loose objects of the paths it packs are deleted after it commits
-(``member_locations.stale_loose_copies_delete``); those of the paths it deletes, by
-``services.session_cleanup``.
+is its md5; a big file's md5 is proven by the tree update, ``multipart_proofs``), so the tree
+update moves member rows to them as it does for a pack batch, and the loose objects of the
+paths it packs are deleted after it commits (``member_locations.stale_loose_copies_delete``);
+those of the paths it deletes, by ``services.session_cleanup``.
 """
 
 from __future__ import annotations

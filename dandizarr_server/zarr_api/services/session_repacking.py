@@ -134,9 +134,11 @@ def _repack(
     store = get_store()
     members = [m for m in plan.members if m.path in by_path]
     datas = store.map_requests(
-        lambda m: store.get_range(by_path[m.path][2], 0, by_path[m.path][3])
-        if by_path[m.path][3]
-        else b"",
+        lambda m: (
+            store.get_range(by_path[m.path][2], 0, by_path[m.path][3])
+            if by_path[m.path][3]
+            else b""
+        ),
         members,
     )
     pieces = []
