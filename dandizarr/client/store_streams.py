@@ -40,7 +40,7 @@ class ExactReader:
         if hasattr(source, "read"):
             self._read = source.read
         else:
-            self._chunks = iter(source)  # type: ignore[arg-type]
+            self._chunks = iter(source)
         self._left = b""
         self.what = what
 

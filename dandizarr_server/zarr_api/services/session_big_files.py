@@ -17,6 +17,8 @@ An abort or an expiry aborts open uploads and deletes what was completed
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import transaction
 
@@ -161,19 +163,20 @@ def session_upload_finish(
     # Storage's ListParts and completion, with no lock held.
     problem, detail = upload_complete(upload)
     if problem is not None:
+        named: dict[str, Any] = (
+            {"missing": [f"{upload.path} ({detail})"]}
+            if problem == "missing"
+            else {
+                "mismatched": [
+                    {"path": upload.path, "expected": "part md5s as declared", "actual": detail}
+                ]
+            }
+        )
         raise ValidationFailed(
             f"{upload.path!r} is not in storage as declared ({detail}): PUT the part again, "
             "then finish again",
             code="session_incomplete",
-            **(
-                {"missing": [f"{upload.path} ({detail})"]}
-                if problem == "missing"
-                else {
-                    "mismatched": [
-                        {"path": upload.path, "expected": "part md5s as declared", "actual": detail}
-                    ]
-                }
-            ),
+            **named,
         )
     try:
         with transaction.atomic():

@@ -30,6 +30,7 @@ from django.db import transaction
 
 from dandizarr.sharding.archive_packing import (
     METADATA_NAMES,
+    ChunkGrid,
     PackingError,
     ShardLayout,
     default_chunks_per_shard,
@@ -107,12 +108,10 @@ def _layouts(archive: ZarrArchive, paths: Sequence[str]) -> list[ShardLayout]:
     return layouts
 
 
-def _chunks_per_shard(archive: ZarrArchive, grid: object) -> tuple[int, ...]:
+def _chunks_per_shard(archive: ZarrArchive, grid: ChunkGrid) -> tuple[int, ...]:
     """The chunks per shard the array's live shards have (the archive's pack layout), else
     the service's default."""
-    array_path: str = grid.array_path  # type: ignore[attr-defined]
-    ndim: int = grid.ndim  # type: ignore[attr-defined]
-    below = f"{array_path}/" if array_path else ""
+    below = f"{grid.array_path}/" if grid.array_path else ""
     known = (
         Shard.objects.filter(
             archive=archive,
@@ -123,9 +122,13 @@ def _chunks_per_shard(archive: ZarrArchive, grid: object) -> tuple[int, ...]:
         .values_list("chunks_per_shard", flat=True)
         .first()
     )
-    if isinstance(known, list) and len(known) == ndim and all(isinstance(n, int) for n in known):
+    if (
+        isinstance(known, list)
+        and len(known) == grid.ndim
+        and all(isinstance(n, int) and n > 0 for n in known)
+    ):
         return tuple(known)
-    return default_chunks_per_shard(grid, settings.DANDIZARR_SHARD_TARGET_BYTES)  # type: ignore[arg-type]
+    return default_chunks_per_shard(grid, settings.DANDIZARR_SHARD_TARGET_BYTES)
 
 
 def _repack(
@@ -165,13 +168,13 @@ def _repack(
         }
         dead = 0
         for record in records:
-            member = current.get(record.path)
+            row = current.get(record.path)
             # Moved only if still where it was read from, with those bytes (a later write of
             # the path owns it now).
-            if member is None or member.shard_id != old[record.path] or member.md5 != record.md5:
+            if row is None or row.shard_id != old[record.path] or row.md5 != record.md5:
                 dead += record.length
                 continue
-            ShardMember.objects.filter(pk=member.pk).update(
+            ShardMember.objects.filter(pk=row.pk).update(
                 shard=shard, offset=record.offset, length=record.length, slot=record.slot
             )
         if dead:
