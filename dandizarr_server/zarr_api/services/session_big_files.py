@@ -55,7 +55,9 @@ def session_upload_begin(
             code="not_a_big_file",
         )
     if size > MAX_OBJECT:
-        raise ValidationFailed(f"a file is at most S3's {MAX_OBJECT} bytes", code="too_big")
+        raise ValidationFailed(
+            f"a file is at most S3's {MAX_OBJECT} bytes", code="multipart_parts_invalid"
+        )
     store = get_store()
     key = new_staged_key(archive.zarr_id, session.session_id)
     upload_id = store.create_multipart_upload(key)
