@@ -38,8 +38,17 @@ def real_parameters(owner: Actor, dandiset: str, zarr_id: str) -> dict[str, str]
     assert batch is not None
     session = owner.client.post(f"/api/zarr/{zarr_id}/sessions/", format="json")
     assert session.status_code == 201, session.content
+    session_id = session.json()["session_id"]
+    # A big file of the session, sent in parts (the service's threshold: 1 GiB).
+    big = owner.client.post(
+        f"/api/zarr/{zarr_id}/sessions/{session_id}/uploads/",
+        {"path": "big", "size": (1 << 30) + 1},
+        format="json",
+    )
+    assert big.status_code == 201, big.content
     return {
-        "session_id": session.json()["session_id"],
+        "session_id": session_id,
+        "upload": str(big.json()["upload"]),
         "identifier": dandiset,
         "version": "draft",
         "zarr_id": zarr_id,
