@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -90,3 +91,38 @@ def test_zarr_writes_big_chunks_through_the_session(
     assert MultipartUpload.objects.filter(state="proven").count() == 2
     reader = zarr.open_array(store=opened(), path="a", mode="r")
     assert (reader[:] == data).all()
+
+
+def test_a_stream_is_read_a_few_parts_ahead_of_storage(
+    service: Service, archive: str, opened: Any
+) -> None:
+    """Memory stays bounded: the stream is never read more than the client's ``jobs`` parts
+    (plus the one being read) ahead of what storage has taken, whatever the file's size."""
+    store = opened(read_only=False)
+    store.client.jobs = jobs = 2
+    sent = {"read": 0, "stored": 0, "ahead": 0}
+    lock = threading.Lock()
+    put = store.client.storage_request
+
+    def counted_put(method: str, url: str, **kwargs: Any) -> Any:
+        response = put(method, url, **kwargs)
+        if method == "PUT":
+            with lock:
+                sent["stored"] += len(kwargs["data"])
+        return response
+
+    store.client.storage_request = counted_put  # type: ignore[method-assign]
+    size = 8 * PART + 5
+
+    def source() -> Iterator[bytes]:
+        for start in range(0, size, 1 << 20):
+            piece = bytes(min(1 << 20, size - start))
+            with lock:
+                sent["read"] += len(piece)
+                sent["ahead"] = max(sent["ahead"], sent["read"] - sent["stored"])
+            yield piece
+
+    store.put_stream("zeros", source(), size)
+    assert sent["stored"] == size
+    assert sent["ahead"] <= (jobs + 1) * PART
+    assert store.commit() == expected_checksum({"zeros": bytes(size)})
