@@ -162,13 +162,12 @@ class RemoteTree:
     def hash(self, path: str) -> Hashed:
         """Read ``path`` once: its size, md5 and (when one piece holds it) its bytes."""
         md5 = hashlib.md5(usedforsecurity=False)
-        size = count = 0
+        size = 0
         kept: bytes | None = b""  # an empty file: no piece
-        for piece in self.pieces(path):
+        for number, piece in enumerate(self.pieces(path)):
             md5.update(piece)
             size += len(piece)
-            count += 1
-            kept = piece if count == 1 else None  # the first piece dropped at the second
+            kept = piece if number == 0 else None  # the first piece dropped at the second
         return Hashed(size, md5.hexdigest(), kept)
 
     def body(self, path: str, size: int) -> PieceReader:
@@ -215,7 +214,8 @@ class PieceReader:
                 self._pieces = self._tree.pieces(self._path)
             piece = next(self._pieces, b"")
             if not piece:
-                raise ClientError(f"{self._tree._full(self._path)} is shorter than when it was read")
+                whole = self._tree._full(self._path)
+                raise ClientError(f"{whole} is shorter than when it was read")
             self._buffer = memoryview(piece)
         n = len(self._buffer) if n is None or n < 0 else n
         n = min(n, len(self._buffer), self._left)

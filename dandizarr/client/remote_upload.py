@@ -41,7 +41,6 @@ from dandizarr.client.store_writes import SessionWrites
 from dandizarr.client.upload_types import LocalListing, UploadOptions
 from dandizarr.concurrency import ordered_map
 
-
 # The md5 a resumed run gives a file its session staged but storage may not hold.
 _UNSENT = "0" * 32
 

@@ -160,9 +160,7 @@ class Uploader:
         self.result.asset_id = ensure_asset(self.client, self.archive, self.progress)
 
     def _resolve_archive(self) -> Archive:
-        return resolve_archive(
-            self.client, self.options, self.root.resolve().name, self.progress
-        )
+        return resolve_archive(self.client, self.options, self.root.resolve().name, self.progress)
 
     def _verify(self, hashed: LocalListing, kept: RemoteListing | None) -> None:
         """``hashed``: every local file as hashed; ``kept``: what the server held before, whose

@@ -44,7 +44,9 @@ def tree_with_big_files(root: Path) -> dict[str, str]:
 def put_tree_in_bucket(s3: Any, bucket: str, root: Path, prefix: str) -> None:
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         s3.put_object(
-            Bucket=bucket, Key=f"{prefix}/{path.relative_to(root).as_posix()}", Body=path.read_bytes()
+            Bucket=bucket,
+            Key=f"{prefix}/{path.relative_to(root).as_posix()}",
+            Body=path.read_bytes(),
         )
 
 
@@ -123,7 +125,9 @@ def test_a_file_bigger_than_a_piece_is_streamed_in_bounded_memory(
         client.info()  # the connection pools and the service's first answers, before the peak
         tracemalloc.start()
         try:
-            result = client.upload_remote(root.as_uri(), dandiset=service.dandiset, piece_bytes=256 << 10)
+            result = client.upload_remote(
+                root.as_uri(), dandiset=service.dandiset, piece_bytes=256 << 10
+            )
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
