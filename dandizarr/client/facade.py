@@ -49,6 +49,29 @@ class DandizarrClient(ApiClient):
 
         return Uploader(self, Path(root), options, progress or NullProgress()).run()
 
+    def upload_remote(
+        self,
+        url: str,
+        options: UploadOptions | None = None,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        piece_bytes: int | None = None,
+        progress: Progress | None = None,
+        **fields: Any,
+    ) -> UploadResult:
+        """Upload the Zarr at ``url`` (``s3://``, ``https://``, any fsspec URL, opened with
+        ``storage_options``) into an archive through one write session, with no local copy,
+        and verify the server's checksum (docs/writing.md, "Uploading from a remote store").
+        ``options`` and ``fields`` as for ``upload`` (``pack`` excepted); the default name is
+        the URL's last directory. ``piece_bytes``: the most read from the source at a time.
+        """
+        options = dataclasses.replace(options or UploadOptions(), **fields)
+        from dandizarr.client.remote_source import PIECE_BYTES, RemoteTree
+        from dandizarr.client.remote_upload import RemoteUploader
+
+        tree = RemoteTree(url, storage_options, piece_bytes=piece_bytes or PIECE_BYTES)
+        return RemoteUploader(self, tree, options, progress or NullProgress()).run()
+
     def download(
         self,
         zarr_id: str,

@@ -72,10 +72,7 @@ class SessionWrites:
             self.put_stream(key, io.BytesIO(data), len(data))
             return
         md5 = hashlib.md5(data, usedforsecurity=False)
-        wanted = _Wanted(key, md5.hexdigest(), len(data), Future())
-        self._start_thread()
-        self._wanted.put(wanted)
-        url = wanted.url.result()
+        url = self.upload_url(key, md5.hexdigest(), len(data))
         header = base64.b64encode(md5.digest()).decode()
         response = self.client.storage_request(
             "PUT", url, data=data, headers={"Content-MD5": header}
@@ -84,7 +81,7 @@ class SessionWrites:
             said = final_status_message(response.status_code, response.text.strip()[:200])
             raise ClientError(f"writing {key} of archive {self.zarr_id} to storage: {said}")
         with self._lock:
-            self._changed[key] = FileEntry(len(data), wanted.md5)
+            self._changed[key] = FileEntry(len(data), md5.hexdigest())
             self._forget_bytes(key)
             if len(data) <= CACHED_FILE_BYTES:
                 self._cached[key] = data
@@ -114,6 +111,15 @@ class SessionWrites:
             self._changed[key] = FileEntry(size, md5)
             self._forget_bytes(key)
         return md5
+
+    def upload_url(self, key: str, md5: str, size: int) -> str:
+        """Stage ``key`` with this md5 and size: the URL of its one PUT (asked for together
+        with other threads' files, a request's worth at a time)."""
+        self._require_open()
+        wanted = _Wanted(key, md5, size, Future())
+        self._start_thread()
+        self._wanted.put(wanted)
+        return wanted.url.result()
 
     def delete(self, keys: Sequence[str]) -> None:
         self._require_open()

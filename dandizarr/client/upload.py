@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING
 
 from dandizarr.checksums.local import iter_local_files, iter_local_paths
 from dandizarr.client.api import ApiClient
+from dandizarr.client.archive_target import ensure_asset, resolve_archive
 from dandizarr.client.batch_session import BatchSession
 from dandizarr.client.big_files import BigBatchLimits, BigFileSender
 from dandizarr.client.digests import tree_checksum
-from dandizarr.client.errors import ApiError, ArchiveNotSharded, ClientError, TokenRequired
+from dandizarr.client.errors import ClientError, TokenRequired
 from dandizarr.client.loose_batches import GrowthLimits, LooseBatchSender, NotTaken
 from dandizarr.client.models import Archive, ServiceInfo
 from dandizarr.client.pack_batches import PackBatchSender
@@ -155,53 +156,11 @@ class Uploader:
         return self.result
 
     def _ensure_asset(self) -> None:
-        """The verified archive as an asset of its dandiset's draft (path: its name)."""
         assert self.archive is not None
-        archive = self.archive
-        asset = self.client.ensure_draft_asset(archive.dandiset, archive.name, archive.zarr_id)
-        if asset is None:
-            self.progress.message(
-                f"the draft of dandiset {archive.dandiset} has another archive's asset at "
-                f"{archive.name!r}: left as it is, and this archive is no asset of the draft"
-            )
-        self.result.asset_id = asset
+        self.result.asset_id = ensure_asset(self.client, self.archive, self.progress)
 
     def _resolve_archive(self) -> Archive:
-        options = self.options
-        if options.zarr_id:
-            archive = self.client.get_archive(options.zarr_id)
-            if options.dandiset and archive.dandiset != options.dandiset:
-                raise ClientError(
-                    f"zarr archive {archive.zarr_id} belongs to dandiset {archive.dandiset}, "
-                    f"not {options.dandiset}"
-                )
-        else:
-            if not options.dandiset:
-                raise ClientError("give a dandiset (and optionally a name), or a zarr_id")
-            self.client.get_dandiset(options.dandiset)  # "does not exist" before anything else
-            name = options.name or self.root.resolve().name
-            found = self.client.find_archive(options.dandiset, name)
-            if found is None:
-                try:
-                    found = self.client.create_archive(
-                        options.dandiset, name, layout="sharded" if options.pack else None
-                    )
-                    layout = ", sharded" if options.pack else ""
-                    self.progress.message(f"created zarr archive {found.zarr_id} ({name}{layout})")
-                except ApiError as error:
-                    # Someone created it between our look-up and our POST.
-                    found = self.client.find_archive(options.dandiset, name)
-                    if found is None:
-                        raise error from None
-            archive = found
-        if archive.frozen:
-            raise ClientError(
-                f"zarr archive {archive.zarr_id} is frozen (a version of its dandiset was "
-                "published); it cannot be changed"
-            )
-        if options.pack and archive.layout != "sharded":
-            raise ArchiveNotSharded(archive.zarr_id, archive.layout)
-        return archive
+        return resolve_archive(self.client, self.options, self.root.resolve().name, self.progress)
 
     def _verify(self, hashed: LocalListing, kept: RemoteListing | None) -> None:
         """``hashed``: every local file as hashed; ``kept``: what the server held before, whose

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 
+from dandizarr.client.results import UploadResult
 from dandizarr.client.upload_types import DEFAULT_CHECKSUM_TIMEOUT
 from dandizarr.commands import Subparsers
 from dandizarr.commands.connection import (
@@ -43,13 +44,21 @@ def byte_size(text: str) -> int:
 def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "upload",
-        help="upload a directory into a zarr archive and verify its checksum",
+        help="upload a directory (or a remote Zarr's URL) into a zarr archive and verify its "
+        "checksum",
         description="Upload the directory PATH into a zarr archive: files the server already "
         "holds with the same md5 are skipped, the rest go in batches of parallel PUTs, and the "
         "server's checksum is compared with the local one at the end (exit status 0 only when "
-        "they are equal). An interrupted upload resumes when run again.",
+        "they are equal). An interrupted upload resumes when run again. PATH may be a URL "
+        "(s3://, gs://, https://, any fsspec protocol; needs the `remote` extra): the remote "
+        "Zarr is streamed, a piece at a time, into one write session of the archive, with no "
+        "local copy, and committed at once (a killed run leaves the archive as it was and "
+        "resumes when run again). S3 credentials come from the environment as for the AWS "
+        "CLI, or from --storage-option; https:// is read anonymously.",
     )
-    parser.add_argument("path", metavar="PATH", help="the local zarr directory")
+    parser.add_argument(
+        "path", metavar="PATH", help="the local zarr directory, or a URL (s3://bucket/x.zarr)"
+    )
     parser.add_argument(
         "--dandiset", metavar="ID", help="the dandiset (needed unless --zarr-id is given)"
     )
@@ -100,6 +109,22 @@ def register(subparsers: Subparsers) -> None:
         action="store_true",
         help="refuse to upload an OME-Zarr that is not valid OME-NGFF (without it: a warning)",
     )
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="for a URL: an fsspec option of its filesystem, repeatable; a JSON value is "
+        "decoded (e.g. endpoint_url=http://localhost:9000, anon=true, "
+        'client_kwargs=\'{"region_name": "us-west-2"}\')',
+    )
+    parser.add_argument(
+        "--piece-size",
+        type=byte_size,
+        metavar="BYTES",
+        help="for a URL: the most read from the source at a time, and the biggest file sent "
+        "from memory (default: 8M); memory holds about two pieces per job",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_connection_arguments(parser)
     parser.set_defaults(func=run)
@@ -144,6 +169,14 @@ def check_ome(path: str, *, strict: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dandizarr.client.remote_source import is_remote_url
+
+    if is_remote_url(args.path):
+        from dandizarr.commands.upload_remote import run_remote
+
+        return run_remote(args)
+    if args.storage_option or args.piece_size:
+        raise CommandError("--storage-option and --piece-size are for an upload from a URL")
     if not os.path.isdir(args.path):
         raise CommandError(f"{args.path} is not a directory")
     if not args.zarr_id and not args.dandiset:
@@ -167,6 +200,11 @@ def run(args: argparse.Namespace) -> int:
             shard_target_bytes=args.shard_size,
             progress=progress,
         )
+    return report(args, result)
+
+
+def report(args: argparse.Namespace, result: UploadResult) -> int:
+    """Print the summary (and what went wrong); the exit status."""
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
