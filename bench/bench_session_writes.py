@@ -19,6 +19,7 @@ chunk's md5 and keeping the tree hash.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -28,7 +29,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,19 +78,17 @@ def chunk_count(shape: tuple[int, int], chunks: tuple[int, int]) -> int:
     return (shape[0] // chunks[0]) * (shape[1] // chunks[1])
 
 
-def expected_checksum(shape: tuple[int, int], chunks: tuple[int, int]) -> str:
-    """The tree hash of the same array written by zarr-python to memory."""
+def tree_hash_of(shape: tuple[int, int], chunks: tuple[int, int], data: Any) -> str:
+    """The tree hash of ``data`` written by zarr-python to memory as every writer writes it."""
     store = MemoryStore()
     array = zarr.create_array(
         store, name="a", shape=shape, chunks=chunks, dtype="u1", compressors=None, fill_value=0
     )
-    array[:] = array_data(shape)
-    import hashlib
-
-    entries = [
-        (key, len(buf.to_bytes()), hashlib.md5(buf.to_bytes(), usedforsecurity=False).hexdigest())
-        for key, buf in store._store_dict.items()
-    ]
+    array[:] = data
+    entries = []
+    for key, buffer in store._store_dict.items():
+        raw = buffer.to_bytes()
+        entries.append((key, len(raw), hashlib.md5(raw, usedforsecurity=False).hexdigest()))
     return tree_checksum(entries)
 
 
@@ -230,6 +230,25 @@ def _service_lines(runs: list[Run]) -> list[str]:
     return out
 
 
+@contextmanager
+def deployed(base: Path, s3: SeaweedS3, **env: str) -> Iterator[Production]:
+    """The production shape this part and its siblings write into."""
+    with production(
+        base / "deployment",
+        DATABASE_SERVER_URL,
+        s3,
+        f"writes-{uuid.uuid4().hex[:8]}",
+        web_workers=WEB_WORKERS,
+        celery_workers=1,
+        commands=[["ensure_bucket"]],
+        start_timeout=300,
+        access_log=True,
+        DANDIZARR_THROTTLE_USER="10000000/min",
+        **env,
+    ) as deployment:
+        yield deployment
+
+
 def main() -> None:
     missing = tools_missing()
     icechunk = (ICECHUNK_VENV / "bin" / "python").exists()
@@ -243,28 +262,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-session-writes-") as tmp:
         base = Path(tmp)
         s3 = SeaweedS3(base / "seaweedfs")
-        bucket = f"writes-{uuid.uuid4().hex[:8]}"
         best: dict[tuple[str, str], Run] = {}
         try:
-            with production(
-                base / "deployment",
-                DATABASE_SERVER_URL,
-                s3,
-                bucket,
-                web_workers=WEB_WORKERS,
-                celery_workers=1,
-                commands=[["ensure_bucket"]],
-                start_timeout=300,
-                access_log=True,
-                DANDIZARR_THROTTLE_USER="10000000/min",
-            ) as deployment:
+            with deployed(base, s3) as deployment:
                 other = s3.create_bucket(f"others-{uuid.uuid4().hex[:8]}")
                 meter = ServiceMeter(deployment)
                 with DandizarrClient(deployment.url, deployment.token) as client:
                     dandiset = client.create_dandiset("bench-session-writes")["identifier"]
                     for name in CHOSEN:
                         shape, chunks = SHAPES[name]
-                        checksum = expected_checksum(shape, chunks)
+                        checksum = tree_hash_of(shape, chunks, array_data(shape))
                         count = chunk_count(shape, chunks)
                         label = f"{count:,} x {chunks[0] * chunks[1] // 1024} KiB"
                         for number in range(ROUNDS):
