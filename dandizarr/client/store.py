@@ -62,6 +62,8 @@ from dandizarr.client.store_session import WritableStore
 from dandizarr.client.store_writes import SessionWrites, files_with_changes, names_with_changes
 
 POOL_SIZE = 32
+# PUTs of a write session at once (its pipeline's threads; store_writes).
+PUT_JOBS = 16
 PAGE_SIZE = 1000  # the service's largest page_size
 RECURSIVE_LIMIT = 10000  # the service's largest limit for recursive listings
 
@@ -108,10 +110,15 @@ class ArchiveStore(WritableStore):
         # Requests made, for the curious (and the tests): service calls and storage reads.
         self.api_requests = 0
         self.storage_requests = 0
-        if not read_only and session_id is None:
+        began = not read_only and session_id is None
+        if began:
             session_id = str(self.client.begin_session(zarr_id)["session_id"])
         if session_id is not None:  # read-only too: zarr's mode="r" copy reads the session
-            self._writes = SessionWrites(self.client, zarr_id, session_id)
+            # The store that began the session writes behind (its commit flushes); a copy
+            # joining it (a Dask worker's) writes through: no one flushes it before the commit.
+            self._writes = SessionWrites(
+                self.client, zarr_id, session_id, behind=began, jobs=PUT_JOBS
+            )
 
     # --- identity ------------------------------------------------------------------------------
 

@@ -1,14 +1,21 @@
 """How ``ArchiveStore`` writes: into one write session of the service (docs/writing.md).
 
-Each ``set`` hashes its bytes, gets an upload URL bound to their md5 and PUTs them to storage
-at once: nothing waits for the commit, so memory holds only the writes in flight. URLs are
-asked for many files at a time: a thread gathers the files waiting for one (up to the
-service's ``batch_limit``) into one request, so zarr's concurrent chunk writes cost one API
-request per few hundred chunks. Deletions are recorded in the session likewise.
+Each ``set`` hashes its bytes and hands them to a pipeline: a thread gathers the files waiting
+for an upload URL (up to the service's ``batch_limit``) into one request for URLs bound to
+their md5, and a pool of threads PUTs each to storage with its ``Content-MD5``. zarr-python
+runs at most ``async.concurrency`` (10) ``set`` calls at a time; were each to wait for its
+URL and its PUT, the service's round trip would sit in every chunk's time and each request
+would carry 10 files. So the store that began the session writes behind (``behind``): a
+``set`` returns once its bytes are queued, up to ``BEHIND_BYTES`` / ``BEHIND_FILES`` in
+flight (then it waits: memory stays bounded), and ``flush()`` (which ``commit()``, deletions
+and reads of the service's record call first) waits for every one. A write that failed in
+the background fails every later ``set``, ``flush`` and the commit. A copy of the store
+joining a session begun elsewhere (a Dask worker's) writes through: its ``set`` returns once
+the bytes are in storage, since no one flushes it before the caller commits.
 
 The session's changes are read back for the writer's reads (read your writes): this
-process's own small writes from memory, anything else the session holds (another process's
-writes: Dask workers) from the service's record of the session.
+process's own small writes from memory (those in flight too), anything else the session
+holds (another process's writes: Dask workers) from the service's record of the session.
 """
 
 from __future__ import annotations
@@ -19,8 +26,8 @@ import queue
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from dandizarr.client.api import ApiClient
@@ -34,61 +41,142 @@ CACHE_BYTES = 16 << 20
 CACHED_FILE_BYTES = 1 << 20
 # How long the URL thread waits for more files before it asks for what it has.
 GATHER_SECONDS = 0.005
+# Writing behind: at most this many bytes and files queued or being PUT (a set waits for room;
+# one file bigger than the bytes is let through alone).
+BEHIND_BYTES = 64 << 20
+BEHIND_FILES = 2000
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class _Wanted:
     path: str
-    md5: str
-    size: int
-    url: Future[str]
+    md5: bytes  # the digest
+    data: bytes
+    done: Future[None] = field(default_factory=Future)
+
+    @property
+    def hexdigest(self) -> str:
+        return self.md5.hex()
 
 
 class SessionWrites:
-    """The writes of one process into session ``session_id`` of archive ``zarr_id``."""
+    """The writes of one process into session ``session_id`` of archive ``zarr_id``;
+    ``behind``: ``write`` returns before the bytes are in storage (``flush`` waits)."""
 
-    def __init__(self, client: ApiClient, zarr_id: str, session_id: str) -> None:
+    def __init__(
+        self,
+        client: ApiClient,
+        zarr_id: str,
+        session_id: str,
+        *,
+        behind: bool = False,
+        jobs: int = 16,
+    ) -> None:
         self.client = client
         self.zarr_id = zarr_id
         self.session_id = session_id
-        self._lock = threading.Lock()
+        self.behind = behind
+        self.jobs = jobs
+        self._lock = threading.Condition()
         # What this process changed: an entry (size, md5), or None for a deletion.
         self._changed: dict[str, FileEntry | None] = {}
         self._cached: OrderedDict[str, bytes] = OrderedDict()
         self._cached_bytes = 0
+        # Writes queued or being PUT: their bytes by path (the latest write of each), counts.
+        self._in_flight: dict[str, _Wanted] = {}
+        self._flying_bytes = 0
+        self._flying_files = 0
+        self._failure: BaseException | None = None  # the first background write that failed
         self._wanted: queue.Queue[_Wanted] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._puts: ThreadPoolExecutor | None = None
         self.ended = False
 
     # --- writing -------------------------------------------------------------------------
 
     def write(self, key: str, data: bytes) -> None:
-        """Stage ``data`` at ``key``: PUT to storage now, under the session's key for it."""
+        """Stage ``data`` at ``key``: PUT to storage under the session's key for it, now
+        (``behind``: soon; ``flush`` waits for it)."""
         self._require_open()
-        md5 = hashlib.md5(data, usedforsecurity=False)
-        wanted = _Wanted(key, md5.hexdigest(), len(data), Future())
-        self._start_thread()
+        self._raise_failure()
+        wanted = _Wanted(key, hashlib.md5(data, usedforsecurity=False).digest(), data)
+        with self._lock:
+            while self._flying_files and (
+                self._flying_files >= BEHIND_FILES
+                or self._flying_bytes + len(data) > BEHIND_BYTES
+            ):
+                self._lock.wait()
+            self._flying_files += 1
+            self._flying_bytes += len(data)
+            self._in_flight[key] = wanted
+            self._changed[key] = FileEntry(len(data), wanted.hexdigest)
+            self._forget_bytes(key)
+        self._start_threads()
         self._wanted.put(wanted)
-        url = wanted.url.result()
-        header = base64.b64encode(md5.digest()).decode()
+        if not self.behind:
+            wanted.done.result()
+
+    def flush(self) -> None:
+        """Wait until every write of this process is in storage; the first that failed is
+        raised (``ClientError``)."""
+        with self._lock:
+            while self._flying_files:
+                self._lock.wait()
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        failure = self._failure
+        if failure is not None:
+            raise ClientError(
+                f"a write into session {self.session_id} of archive {self.zarr_id} failed "
+                f"({failure}): abort the session and write again"
+            ) from failure
+
+    def _put(self, wanted: _Wanted, url: str) -> None:
+        header = base64.b64encode(wanted.md5).decode()
         response = self.client.storage_request(
-            "PUT", url, data=data, headers={"Content-MD5": header}
+            "PUT", url, data=wanted.data, headers={"Content-MD5": header}
         )
         if response.status_code != 200:
             said = final_status_message(response.status_code, response.text.strip()[:200])
-            raise ClientError(f"writing {key} of archive {self.zarr_id} to storage: {said}")
+            raise ClientError(f"writing {wanted.path} of archive {self.zarr_id} to storage: {said}")
+
+    def _finished(self, wanted: _Wanted, error: BaseException | None) -> None:
+        """A write is in storage (or failed): its room freed, its bytes kept if small."""
+        data = wanted.data
         with self._lock:
-            self._changed[key] = FileEntry(len(data), wanted.md5)
-            self._forget_bytes(key)
-            if len(data) <= CACHED_FILE_BYTES:
-                self._cached[key] = data
+            self._flying_files -= 1
+            self._flying_bytes -= len(data)
+            latest = self._in_flight.get(wanted.path) is wanted
+            if latest:
+                del self._in_flight[wanted.path]
+            if error is not None:
+                if self.behind and self._failure is None:
+                    self._failure = error
+            elif latest and len(data) <= CACHED_FILE_BYTES:
+                self._forget_bytes(wanted.path)
+                self._cached[wanted.path] = data
                 self._cached_bytes += len(data)
                 while self._cached_bytes > CACHE_BYTES:
                     _, old = self._cached.popitem(last=False)
                     self._cached_bytes -= len(old)
+            self._lock.notify_all()
+        if error is None:
+            wanted.done.set_result(None)
+        else:
+            wanted.done.set_exception(error)
+
+    def _put_and_finish(self, wanted: _Wanted, url: str) -> None:
+        try:
+            self._put(wanted, url)
+        except BaseException as error:  # handed to the writer (or kept for the flush)
+            self._finished(wanted, error)
+        else:
+            self._finished(wanted, None)
 
     def delete(self, keys: Sequence[str]) -> None:
         self._require_open()
+        self.flush()  # a write of one of these paths still in flight is staged first
         limit = self.client.info().batch_limit
         for start in range(0, len(keys), limit):
             chunk = list(dict.fromkeys(keys[start : start + limit]))
@@ -107,9 +195,10 @@ class SessionWrites:
         if self.ended:
             raise ValueError(f"write session {self.session_id} has ended (committed or aborted)")
 
-    def _start_thread(self) -> None:
+    def _start_threads(self) -> None:
         with self._lock:
             if self._thread is None:
+                self._puts = ThreadPoolExecutor(self.jobs, thread_name_prefix="archive-store-put")
                 self._thread = threading.Thread(
                     target=self._ask_for_urls, name="archive-store-urls", daemon=True
                 )
@@ -117,13 +206,19 @@ class SessionWrites:
 
     def _ask_for_urls(self) -> None:
         """For ever: the files waiting for a URL, a request's worth at a time (a path once
-        per request: a second write of it waits for the next)."""
+        per request: a second write of it waits for the next), each PUT by the pool once
+        its URL is there."""
         carried: _Wanted | None = None
+        assert self._puts is not None
         while True:
             first = carried or self._wanted.get()
             carried = None
             batch = {first.path: first}
-            limit = self.client.info().batch_limit
+            try:
+                limit = self.client.info().batch_limit
+            except BaseException as error:
+                self._finished(first, error)
+                continue
             while len(batch) < limit:
                 try:
                     more = self._wanted.get(timeout=GATHER_SECONDS)
@@ -136,20 +231,23 @@ class SessionWrites:
             wanted = list(batch.values())
             try:
                 urls = self.client.stage_files(
-                    self.zarr_id, self.session_id, [(w.path, w.md5, w.size) for w in wanted]
+                    self.zarr_id,
+                    self.session_id,
+                    [(w.path, w.hexdigest, len(w.data)) for w in wanted],
                 )
             except BaseException as error:  # handed to each writer, which raises it
                 for w in wanted:
-                    w.url.set_exception(error)
+                    self._finished(w, error)
                 continue
             for w, url in zip(wanted, urls, strict=True):
-                w.url.set_result(url)
+                self._puts.submit(self._put_and_finish, w, url)
 
     # --- reading one's writes -------------------------------------------------------------
 
     def cached(self, key: str) -> bytes | None:
         with self._lock:
-            return self._cached.get(key)
+            flying = self._in_flight.get(key)
+            return flying.data if flying is not None else self._cached.get(key)
 
     def lookup(self, key: str, *, with_url: bool) -> tuple[bool, FileEntry | None]:
         """(whether the session changed ``key``, its entry: None for a deletion). With
@@ -159,6 +257,7 @@ class SessionWrites:
             entry = self._changed.get(key)
         if known and (entry is None or not with_url):
             return True, entry
+        self.flush()  # the service's record of this process's writes is whole
         change = self.client.session_change(self.zarr_id, self.session_id, key, urls=with_url)
         if change is None:
             return known, entry
@@ -168,6 +267,7 @@ class SessionWrites:
 
     def changes(self, prefix: str) -> Iterator[tuple[str, FileEntry | None]]:
         """Every change of the session (of every process) below ``prefix``, in path order."""
+        self.flush()
         for change in self.client.session_changes(self.zarr_id, self.session_id, prefix):
             entry = None if change["deleted"] else FileEntry(change["size"], change["md5"])
             yield change["path"], entry
@@ -177,8 +277,10 @@ class SessionWrites:
     def commit(self) -> str:
         """Commit the session; the archive's checksum once its batch is applied."""
         self._require_open()
+        self.flush()
         answer: dict[str, Any] = self.client.commit_session(self.zarr_id, self.session_id)
         self.ended = True
+        self._stop_puts()
         batch = self.client.wait_for_batch(self.zarr_id, int(answer["batch"]))
         if batch.get("state") != "applied":
             raise ClientError(
@@ -192,8 +294,17 @@ class SessionWrites:
 
     def abort(self) -> None:
         self._require_open()
+        # Nothing still being PUT once the service deletes what the session staged.
+        with self._lock:
+            while self._flying_files:
+                self._lock.wait()
         self.client.abort_session(self.zarr_id, self.session_id)
         self.ended = True
+        self._stop_puts()
+
+    def _stop_puts(self) -> None:
+        if self._puts is not None:
+            self._puts.shutdown(wait=False)
 
 
 # --- listings: the draft's with the session's changes over them -------------------------------
