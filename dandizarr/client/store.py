@@ -141,9 +141,9 @@ class ArchiveStore(WritableStore):
         return f"{self.server_url}/api/zarr/{self.zarr_id}/tree/"
 
     def with_read_only(self, read_only: bool = False) -> ArchiveStore:
-        """The same archive and session (if any), read-only or writing (into a new session
-        when this store has none)."""
-        return ArchiveStore(
+        """The same archive and session (if any; its writes in this process shared), read-only
+        or writing (into a new session when this store has none)."""
+        copy = ArchiveStore(
             self.server_url,
             self.zarr_id,
             self.token,
@@ -151,6 +151,11 @@ class ArchiveStore(WritableStore):
             session_id=self.session_id,
             **self._options(),
         )
+        if self._writes is not None:
+            # In this process, one session's writes are one pipeline: the copy reads the
+            # writes still in flight, and the commit of either flushes both's.
+            copy._writes = self._writes
+        return copy
 
     def _options(self) -> dict[str, Any]:
         return {
@@ -162,6 +167,10 @@ class ArchiveStore(WritableStore):
 
     def __getstate__(self) -> dict[str, Any]:
         # What the store is, never a connection: a Dask worker's copy joins the same session.
+        # The copy reads what this store wrote (the array's metadata): written behind, it
+        # must be in storage first.
+        if self._writes is not None and not self._writes.ended:
+            self._writes.flush()
         return {
             "server_url": self.server_url,
             "zarr_id": self.zarr_id,
