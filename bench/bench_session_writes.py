@@ -196,8 +196,9 @@ class ServiceMeter:
 
 def _table(runs: list[Run]) -> str:
     lines = [
-        "| shape | writer | wall | MB/s | files/s | client peak RSS | verifies md5, tree hash |",
-        "|---|---|---|---|---|---|---|",
+        "| shape | writer | wall | MB/s | files/s | client CPU | client peak RSS | "
+        "verifies md5, tree hash |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     verifies = {"archive_store": "yes, yes", "fsspec": "no, no", "icechunk": "no, no"}
     names = {
@@ -208,8 +209,9 @@ def _table(runs: list[Run]) -> str:
     for run in runs:
         lines.append(
             f"| {run.shape} | {names[run.writer]} | {run.seconds:.2f} s | "
-            f"{run.bytes / 1e6 / run.seconds:,.0f} | {run.chunks / run.seconds:,.0f} | "
-            f"{run.result['peak_rss_mb']:.0f} MB | {verifies[run.writer]} |"
+            f"{run.bytes / 1e6 / run.seconds:,.1f} | {run.chunks / run.seconds:,.0f} | "
+            f"{run.result['cpu_seconds']:.1f} s | {run.result['peak_rss_mb']:.0f} MB | "
+            f"{verifies[run.writer]} |"
         )
     return "\n".join(lines)
 
@@ -312,8 +314,11 @@ def main() -> None:
                                           result, spent)  # fmt: skip
                                 print(
                                     f"  {label}, round {number + 1}, {writer}: "
-                                    f"{run.seconds:.2f} s (commit "
-                                    f"{result['commit_seconds']:.2f} s), peak RSS "
+                                    f"{run.seconds:.2f} s (writes returned "
+                                    f"{result['write_seconds']:.2f} s, flushed "
+                                    f"{result['flush_seconds']:.2f} s, commit "
+                                    f"{result['commit_seconds']:.2f} s), client CPU "
+                                    f"{result['cpu_seconds']:.1f} s, peak RSS "
                                     f"{result['peak_rss_mb']:.0f} MB",
                                     flush=True,
                                 )

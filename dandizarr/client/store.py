@@ -62,8 +62,8 @@ from dandizarr.client.store_session import WritableStore
 from dandizarr.client.store_writes import SessionWrites, files_with_changes, names_with_changes
 
 POOL_SIZE = 32
-# PUTs of a write session at once (its pipeline's threads; store_writes).
-PUT_JOBS = 16
+# PUTs of a write session in flight at once (store_writes: one thread, on libcurl).
+PUT_JOBS = 32
 PAGE_SIZE = 1000  # the service's largest page_size
 RECURSIVE_LIMIT = 10000  # the service's largest limit for recursive listings
 

@@ -2,7 +2,10 @@
 
 Each ``set`` hashes its bytes and hands them to a pipeline: a thread gathers the files waiting
 for an upload URL (up to the service's ``batch_limit``) into one request for URLs bound to
-their md5, and a pool of threads PUTs each to storage with its ``Content-MD5``. zarr-python
+their md5, and one thread PUTs them to storage with their ``Content-MD5``, many at once, on
+libcurl's multi interface (``curl_transfers``: about a tenth of the CPU a PUT through
+``requests`` costs, which on a small machine is the CPU storage needs); a PUT that fails for a
+passing reason is sent again through ``requests`` under the client's retry policy. zarr-python
 runs at most ``async.concurrency`` (10) ``set`` calls at a time; were each to wait for its
 URL and its PUT, the service's round trip would sit in every chunk's time and each request
 would carry 10 files. So the store that began the session writes behind (``behind``): a
@@ -20,7 +23,6 @@ holds (another process's writes: Dask workers) from the service's record of the 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import queue
 import threading
@@ -32,7 +34,9 @@ from typing import Any
 
 from dandizarr.client.api import ApiClient
 from dandizarr.client.errors import ClientError
-from dandizarr.client.retry import final_status_message
+from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
+from dandizarr.client.digests import content_md5
+from dandizarr.client.retry import final_status_message, is_transient_status
 from dandizarr.client.store_reads import DirectoryListing, FileEntry
 
 # Bytes of this process's own writes kept to answer its reads (metadata, mostly): small files
@@ -70,7 +74,7 @@ class SessionWrites:
         session_id: str,
         *,
         behind: bool = False,
-        jobs: int = 16,
+        jobs: int = 32,
     ) -> None:
         self.client = client
         self.zarr_id = zarr_id
@@ -89,7 +93,9 @@ class SessionWrites:
         self._failure: BaseException | None = None  # the first background write that failed
         self._wanted: queue.Queue[_Wanted] = queue.Queue()
         self._thread: threading.Thread | None = None
-        self._puts: ThreadPoolExecutor | None = None
+        # Writes with their URLs, for the PUT thread; None: no more (the session ended).
+        self._ready: queue.Queue[tuple[_Wanted, str] | None] = queue.Queue()
+        self._retries: ThreadPoolExecutor | None = None
         self.ended = False
 
     # --- writing -------------------------------------------------------------------------
@@ -133,9 +139,10 @@ class SessionWrites:
             ) from failure
 
     def _put(self, wanted: _Wanted, url: str) -> None:
-        header = base64.b64encode(wanted.md5).decode()
+        """One PUT through ``requests`` under the client's retry policy (a PUT the engine
+        could not make for a passing reason)."""
         response = self.client.storage_request(
-            "PUT", url, data=wanted.data, headers={"Content-MD5": header}
+            "PUT", url, data=wanted.data, headers={"Content-MD5": content_md5(wanted.hexdigest)}
         )
         if response.status_code != 200:
             said = final_status_message(response.status_code, response.text.strip()[:200])
@@ -198,18 +205,63 @@ class SessionWrites:
     def _start_threads(self) -> None:
         with self._lock:
             if self._thread is None:
-                self._puts = ThreadPoolExecutor(self.jobs, thread_name_prefix="archive-store-put")
-                self._thread = threading.Thread(
-                    target=self._ask_for_urls, name="archive-store-urls", daemon=True
-                )
-                self._thread.start()
+                self._retries = ThreadPoolExecutor(2, thread_name_prefix="archive-store-retry")
+                for target, name in ((self._send, "puts"), (self._ask_for_urls, "urls")):
+                    thread = threading.Thread(
+                        target=target, name=f"archive-store-{name}", daemon=True
+                    )
+                    thread.start()
+                self._thread = thread
+
+    def _send(self) -> None:
+        """The PUT thread: every write with its URL, ``jobs`` at once, until the end."""
+        sent: dict[int, tuple[_Wanted, str]] = {}  # by the engine's number (in hand-over order)
+        handed = [0]
+        ready = self._ready
+
+        class Feed:  # the engine's: what the URL thread handed over, as PUTs
+            def take(self, wait: float) -> list[Transfer] | None:
+                taken: list[tuple[_Wanted, str] | None] = []
+                try:
+                    taken.append(ready.get(timeout=wait) if wait > 0 else ready.get_nowait())
+                    while len(taken) < 1000:
+                        taken.append(ready.get_nowait())
+                except queue.Empty:
+                    pass
+                transfers = []
+                for item in taken:
+                    if item is None:
+                        return None
+                    wanted, url = item
+                    sent[handed[0]] = item
+                    handed[0] += 1
+                    headers = {"Content-MD5": content_md5(wanted.hexdigest)}
+                    transfers.append(Transfer(url, headers, wanted.data, len(wanted.data)))
+                return transfers
+
+        def on_reply(number: int, reply: Reply) -> None:
+            wanted, url = sent.pop(number)
+            if reply.ok:
+                self._finished(wanted, None)
+            elif (reply.status == 0 or is_transient_status(reply.status)) and self._retries:
+                self._retries.submit(self._put_and_finish, wanted, url)
+            else:
+                said = final_status_message(reply.status, reply.text.strip()[:200])
+                error = ClientError(f"writing {wanted.path} of archive {self.zarr_id} to "
+                                    f"storage: {said}")  # fmt: skip
+                self._finished(wanted, error)
+
+        engine = CurlTransfers(self.jobs, self.client.timeout)
+        try:
+            engine.run(Feed(), on_reply)
+        finally:
+            engine.close()
 
     def _ask_for_urls(self) -> None:
         """For ever: the files waiting for a URL, a request's worth at a time (a path once
-        per request: a second write of it waits for the next), each PUT by the pool once
-        its URL is there."""
+        per request: a second write of it waits for the next), each handed to the PUT
+        thread once its URL is there."""
         carried: _Wanted | None = None
-        assert self._puts is not None
         while True:
             first = carried or self._wanted.get()
             carried = None
@@ -240,7 +292,7 @@ class SessionWrites:
                     self._finished(w, error)
                 continue
             for w, url in zip(wanted, urls, strict=True):
-                self._puts.submit(self._put_and_finish, w, url)
+                self._ready.put((w, url))
 
     # --- reading one's writes -------------------------------------------------------------
 
@@ -303,8 +355,9 @@ class SessionWrites:
         self._stop_puts()
 
     def _stop_puts(self) -> None:
-        if self._puts is not None:
-            self._puts.shutdown(wait=False)
+        self._ready.put(None)
+        if self._retries is not None:
+            self._retries.shutdown(wait=False)
 
 
 # --- listings: the draft's with the session's changes over them -------------------------------
