@@ -31,6 +31,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -235,6 +236,7 @@ def _service_lines(runs: list[Run]) -> list[str]:
 @contextmanager
 def deployed(base: Path, s3: SeaweedS3, **env: str) -> Iterator[Production]:
     """The production shape this part and its siblings write into."""
+    settings: dict[str, Any] = {"DANDIZARR_THROTTLE_USER": "10000000/min", **env}
     with production(
         base / "deployment",
         DATABASE_SERVER_URL,
@@ -245,8 +247,7 @@ def deployed(base: Path, s3: SeaweedS3, **env: str) -> Iterator[Production]:
         commands=[["ensure_bucket"]],
         start_timeout=300,
         access_log=True,
-        DANDIZARR_THROTTLE_USER="10000000/min",
-        **env,
+        **settings,
     ) as deployment:
         yield deployment
 
@@ -299,9 +300,7 @@ def main() -> None:
                                         "zarr_id": zarr_id,
                                     }
                                 try:
-                                    result, spent = meter.measure(
-                                        lambda spec=spec: run_writer(spec)
-                                    )
+                                    result, spent = meter.measure(partial(run_writer, spec))
                                 except BaseException:
                                     print(deployment.logs_tail())
                                     raise

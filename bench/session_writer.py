@@ -74,7 +74,7 @@ def write(spec: dict[str, Any]) -> dict[str, Any]:
     shape = tuple(spec["shape"])
     chunks = tuple(spec["chunks"])
     slabs = int(spec.get("slabs", 0))
-    data = None if slabs else array_data(shape)  # type: ignore[arg-type]
+    data = None if slabs else array_data(shape)
     started = time.perf_counter()
     store, commit = _store(spec)
     array = zarr.create_array(

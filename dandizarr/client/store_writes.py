@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dandizarr.client.api import ApiClient
-from dandizarr.client.errors import ClientError
 from dandizarr.client.curl_transfers import CurlTransfers, Reply, Transfer
 from dandizarr.client.digests import content_md5
+from dandizarr.client.errors import ClientError
 from dandizarr.client.retry import final_status_message, is_transient_status
 from dandizarr.client.store_reads import DirectoryListing, FileEntry
 
@@ -108,8 +108,7 @@ class SessionWrites:
         wanted = _Wanted(key, hashlib.md5(data, usedforsecurity=False).digest(), data)
         with self._lock:
             while self._flying_files and (
-                self._flying_files >= BEHIND_FILES
-                or self._flying_bytes + len(data) > BEHIND_BYTES
+                self._flying_files >= BEHIND_FILES or self._flying_bytes + len(data) > BEHIND_BYTES
             ):
                 self._lock.wait()
             self._flying_files += 1
