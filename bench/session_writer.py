@@ -83,11 +83,14 @@ def write(spec: dict[str, Any]) -> dict[str, Any]:
     if data is not None:
         array[:] = data
     else:
-        # A slab of chunk rows at a time, each new bytes (a random slab shifted by its number).
+        # A slab of chunk rows at a time, each new bytes (one random slab, shifted by one in
+        # place for each next row: only one slab is ever held).
         rows = chunks[0]
-        base = np.random.default_rng(SEED).integers(0, 256, size=(rows, shape[1]), dtype="u1")
+        slab = np.random.default_rng(SEED).integers(0, 256, size=(rows, shape[1]), dtype="u1")
         for n in range(shape[0] // rows):
-            array[n * rows : (n + 1) * rows, :] = base + np.uint8(n % 256)
+            if n:
+                slab += np.uint8(1)
+            array[n * rows : (n + 1) * rows, :] = slab
     returned = time.perf_counter()
     flush = getattr(store, "flush", None)
     if flush is not None:  # ArchiveStore writes behind: the writes still in flight

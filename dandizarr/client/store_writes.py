@@ -47,7 +47,7 @@ CACHED_FILE_BYTES = 1 << 20
 GATHER_SECONDS = 0.005
 # Writing behind: at most this many bytes and files queued or being PUT (a set waits for room;
 # one file bigger than the bytes is let through alone).
-BEHIND_BYTES = 64 << 20
+BEHIND_BYTES = 32 << 20
 BEHIND_FILES = 2000
 
 
