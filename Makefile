@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: install serve test test-fast test-big test-random fuzz versions-model lint bench bench-ome bench-scale bench-tools load check-client-install image-test clean dandi-venvs compose-schema
+.PHONY: install serve test test-fast test-big test-random fuzz versions-model lint bench bench-ome bench-scale bench-tools bench-icechunk bench-session-memory load check-client-install image-test clean dandi-venvs compose-schema
 
 # The real `dandi` CLI, each release in its own venv (their pins clash with ours), for the live
 # tests of tests/dandi_compat/: the newest release, and 0.48.1 (the last of the batch flow).
@@ -131,8 +131,26 @@ $(BENCH_TOOLS_VENV)/.installed:
 
 bench-tools: $(BENCH_TOOLS_VENV)/.installed
 
-bench: $(STAMP) dandi-venvs bench-tools
+# Icechunk 2, which bench session_writes compares ArchiveStore with (issue #48), in a venv of its
+# own: it needs Python 3.12 (PYTHON312). The part runs its writer as a process of this venv.
+PYTHON312 ?= python3.12
+ICECHUNK_VENV := .venv-icechunk
+
+$(ICECHUNK_VENV)/.installed:
+	test -x $(ICECHUNK_VENV)/bin/python || $(PYTHON312) -m venv $(ICECHUNK_VENV)
+	$(ICECHUNK_VENV)/bin/pip install --quiet --upgrade pip
+	$(ICECHUNK_VENV)/bin/pip install --quiet 'icechunk>=2,<3' 'zarr>=3,<4' numpy
+	touch $@
+
+bench-icechunk: $(ICECHUNK_VENV)/.installed
+
+bench: $(STAMP) dandi-venvs bench-tools bench-icechunk
 	$(BIN)/python -m bench
+
+# Issue #48's 10 GiB written through ArchiveStore (about 10 minutes): the client's peak RSS.
+# Not part of `make bench`'s default parts.
+bench-session-memory: $(STAMP)
+	$(BIN)/python -m bench session_memory
 
 # The archive page and OME summary of a 1,000,000-file OME-Zarr archive (no tools needed).
 bench-ome: $(STAMP)
@@ -206,4 +224,4 @@ image-test: $(STAMP)
 	deploy/image-test.sh
 
 clean:
-	rm -rf $(VENV) $(DANDI_VENV) $(DANDI48_VENV) $(BENCH_TOOLS_VENV) $(COMPOSE_SCHEMA) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DANDI_VENV) $(DANDI48_VENV) $(BENCH_TOOLS_VENV) $(ICECHUNK_VENV) $(COMPOSE_SCHEMA) var .pytest_cache .mypy_cache .ruff_cache

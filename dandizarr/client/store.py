@@ -62,6 +62,8 @@ from dandizarr.client.store_session import WritableStore
 from dandizarr.client.store_writes import SessionWrites, files_with_changes, names_with_changes
 
 POOL_SIZE = 32
+# PUTs of a write session in flight at once (store_writes: one thread, on libcurl).
+PUT_JOBS = 32
 PAGE_SIZE = 1000  # the service's largest page_size
 RECURSIVE_LIMIT = 10000  # the service's largest limit for recursive listings
 
@@ -108,10 +110,15 @@ class ArchiveStore(WritableStore):
         # Requests made, for the curious (and the tests): service calls and storage reads.
         self.api_requests = 0
         self.storage_requests = 0
-        if not read_only and session_id is None:
+        began = not read_only and session_id is None
+        if began:
             session_id = str(self.client.begin_session(zarr_id)["session_id"])
         if session_id is not None:  # read-only too: zarr's mode="r" copy reads the session
-            self._writes = SessionWrites(self.client, zarr_id, session_id)
+            # The store that began the session writes behind (its commit flushes); a copy
+            # joining it (a Dask worker's) writes through: no one flushes it before the commit.
+            self._writes = SessionWrites(
+                self.client, zarr_id, session_id, behind=began, jobs=PUT_JOBS
+            )
 
     # --- identity ------------------------------------------------------------------------------
 
@@ -134,9 +141,9 @@ class ArchiveStore(WritableStore):
         return f"{self.server_url}/api/zarr/{self.zarr_id}/tree/"
 
     def with_read_only(self, read_only: bool = False) -> ArchiveStore:
-        """The same archive and session (if any), read-only or writing (into a new session
-        when this store has none)."""
-        return ArchiveStore(
+        """The same archive and session (if any; its writes in this process shared), read-only
+        or writing (into a new session when this store has none)."""
+        copy = ArchiveStore(
             self.server_url,
             self.zarr_id,
             self.token,
@@ -144,6 +151,11 @@ class ArchiveStore(WritableStore):
             session_id=self.session_id,
             **self._options(),
         )
+        if self._writes is not None:
+            # In this process, one session's writes are one pipeline: the copy reads the
+            # writes still in flight, and the commit of either flushes both's.
+            copy._writes = self._writes
+        return copy
 
     def _options(self) -> dict[str, Any]:
         return {
@@ -155,6 +167,10 @@ class ArchiveStore(WritableStore):
 
     def __getstate__(self) -> dict[str, Any]:
         # What the store is, never a connection: a Dask worker's copy joins the same session.
+        # The copy reads what this store wrote (the array's metadata): written behind, it
+        # must be in storage first.
+        if self._writes is not None and not self._writes.ended:
+            self._writes.flush()
         return {
             "server_url": self.server_url,
             "zarr_id": self.zarr_id,

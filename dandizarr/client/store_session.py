@@ -81,6 +81,13 @@ class WritableStore(Store):
         keys = [key async for key in self.list_prefix(prefix)]
         await asyncio.to_thread(writes.delete, keys)
 
+    def flush(self) -> None:
+        """Wait until every write of this store is in storage (the store that began the
+        session writes behind: its ``set`` returns once the bytes are queued). ``commit()``
+        flushes; a process committing a session that another store wrote into flushes that
+        store first."""
+        self._session().flush()
+
     def commit(self) -> str:
         """Make every write and delete of the session visible at once; the archive's new
         checksum. ``Conflict`` (code ``session_conflict``) when the draft changed meanwhile at

@@ -25,7 +25,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
-from dandizarr.client.errors import Conflict
+from dandizarr.client.errors import ApiError, ClientError, Conflict
 from dandizarr.client.store import ArchiveStore
 from dandizarr_server.zarr_api.domain.keys import session_prefix
 from dandizarr_server.zarr_api.models import WriteSession
@@ -160,6 +160,29 @@ def test_the_store_pickles_into_the_same_session(
     assert np.array_equal(zarr.open_array(store=opened(), path="image", mode="r")[:], IMAGE)
 
 
+def test_a_write_that_fails_behind_fails_the_commit_and_a_copy_fails_at_once(
+    service: Service, archive: str, opened: Any
+) -> None:
+    write_image(first := opened(read_only=False))
+    before = first.commit()
+    store = opened(read_only=False)
+    # A file where the draft has a directory: the service refuses to stage it (400). The store
+    # that began the session writes behind, so its set returns; the failure comes at the flush.
+    sync(store.set("image", PROTO.buffer.from_bytes(b"not a directory")))
+    with pytest.raises(ClientError) as raised:
+        store.commit()
+    assert isinstance(raised.value.__cause__, ApiError)
+    assert raised.value.__cause__.status == 400
+    with pytest.raises(ClientError):  # and every later write
+        sync(store.set("more", PROTO.buffer.from_bytes(b"x")))
+    assert service.archive(archive)["checksum"] == before
+    # A copy joining a session (a Dask worker's) writes through: its set raises at once.
+    copy = pickle.loads(pickle.dumps(opened(read_only=False)))
+    with pytest.raises(ApiError) as refused:
+        sync(copy.set("image", PROTO.buffer.from_bytes(b"not a directory")))
+    assert refused.value.status == 400
+
+
 WRITER = """
 import sys, time
 import numpy as np, zarr
@@ -167,6 +190,7 @@ from dandizarr.client.store import ArchiveStore
 
 store = ArchiveStore(sys.argv[1], sys.argv[2], token=sys.argv[3], read_only=False)
 zarr.open_array(store=store, path="image", mode="r+")[:32] = 5
+store.flush()  # the store that began the session writes behind: its chunks in storage now
 print(store.session_id, flush=True)
 time.sleep(600)
 """
