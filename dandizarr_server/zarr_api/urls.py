@@ -3,7 +3,14 @@
 from django.urls import include, path
 
 from dandizarr_server.zarr_api.routes import dandi as dandi_urls
-from dandizarr_server.zarr_api.views import archives, dandisets, files, sessions, versions
+from dandizarr_server.zarr_api.views import (
+    archives,
+    dandisets,
+    files,
+    read_links,
+    sessions,
+    versions,
+)
 
 zarr = "api/zarr/<str:zarr_id>/"
 draft_assets = "api/dandisets/<str:identifier>/versions/<str:version>/assets/"
@@ -43,6 +50,12 @@ urlpatterns = [
         zarr + "batches/<str:batch_id>/parts/",
         archives.BatchPartsView.as_view(),
         name="zarr-batch-parts",
+    ),
+    path(zarr + "read-links/", read_links.ReadLinksView.as_view(), name="zarr-read-links"),
+    path(
+        zarr + "read-links/<str:link_id>/",
+        read_links.ReadLinkView.as_view(),
+        name="zarr-read-link",
     ),
     path(zarr + "versions/", versions.ArchiveVersionsView.as_view(), name="zarr-versions"),
     path(
