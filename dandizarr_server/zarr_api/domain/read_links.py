@@ -25,7 +25,8 @@ def secret_hash(secret: str) -> str | None:
     return hashlib.sha256(secret.encode("ascii")).hexdigest()
 
 
-_IN_TEXT = re.compile(r"(/" + PREFIX + r")[^/\s\"?]+")
+# Any secret-length run after the prefix (a truncated or altered secret is redacted too).
+_IN_TEXT = re.compile(r"(/" + PREFIX + r")[A-Za-z0-9_-]{20,}")
 
 
 def redact(text: str) -> str:
