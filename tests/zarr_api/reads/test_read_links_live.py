@@ -140,6 +140,15 @@ def test_a_link_to_a_version_reads_the_version(live: Live, tmp_path: Path) -> No
     with live.client() as client:
         assert client.upload(root, zarr_id=zarr_id).ok
 
+    # An open archive too: only its owners make links; a stranger gets a missing archive's 404.
+    stranger, _ = user_with_dandiset(live.url, "open-stranger", "theirs")
+    asked = requests.post(
+        f"{live.url}/api/zarr/{zarr_id}/read-links/",
+        json={"expires_in": 600},
+        headers={"Authorization": f"Token {stranger}"},
+        timeout=30,
+    )
+    assert asked.status_code == 404 and asked.json()["code"] == "not_found"
     version_link = _make_link(live, zarr_id, version=1)
     draft_link = _make_link(live, zarr_id)
     whole, _ = read_zarr_http(version_link["url"] + "v2")
