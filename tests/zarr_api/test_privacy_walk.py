@@ -156,9 +156,7 @@ def private(owner: Actor, s3_storage: str) -> dict[str, str]:
     assert batch is not None
     session = owner.client.post(f"/api/zarr/{zarr_id}/sessions/")
     assert session.status_code == 201, session.content
-    link = owner.client.post(
-        f"/api/zarr/{zarr_id}/read-links/", {"expires_in": 600}, format="json"
-    )
+    link = owner.client.post(f"/api/zarr/{zarr_id}/read-links/", {"expires_in": 600}, format="json")
     assert link.status_code == 201, link.content
     return {
         "link_id": str(link.json()["id"]),

@@ -6,24 +6,51 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('zarr_api', '0011_write_sessions'),
+        ("zarr_api", "0011_write_sessions"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ReadLink',
+            name="ReadLink",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('secret_sha256', models.CharField(max_length=64, unique=True)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('expires', models.DateTimeField()),
-                ('revoked', models.DateTimeField(null=True)),
-                ('archive', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='read_links', to='zarr_api.zarrarchive')),
-                ('created_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('version', models.ForeignKey(null=True, on_delete=django.db.models.deletion.CASCADE, related_name='read_links', to='zarr_api.archiveversion')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("secret_sha256", models.CharField(max_length=64, unique=True)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("expires", models.DateTimeField()),
+                ("revoked", models.DateTimeField(null=True)),
+                (
+                    "archive",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="read_links",
+                        to="zarr_api.zarrarchive",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="read_links",
+                        to="zarr_api.archiveversion",
+                    ),
+                ),
             ],
         ),
     ]

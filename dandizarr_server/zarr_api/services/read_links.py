@@ -60,8 +60,6 @@ def read_link_revoke(archive: ZarrArchive, link_id: str, when: datetime | None =
         pk = int(link_id)
     except ValueError:
         pk = -1
-    updated = ReadLink.objects.filter(archive=archive, pk=pk).update(
-        revoked=when or timezone.now()
-    )
+    updated = ReadLink.objects.filter(archive=archive, pk=pk).update(revoked=when or timezone.now())
     if not updated:
         raise NotFound(f"zarr archive {archive.zarr_id} has no read link {link_id[:40]!r}")

@@ -55,7 +55,9 @@ class ReadLinksView(APIView):
         if number is not None:
             found = archive_version_find(archive, str(number)[:20])
             if found is None:
-                raise NotFound(f"zarr archive {archive.zarr_id} has no version {str(number)[:20]!r}")
+                raise NotFound(
+                    f"zarr archive {archive.zarr_id} has no version {str(number)[:20]!r}"
+                )
             version = found
         elif archive.as_of is not None:
             version = archive.as_of  # asked for through a version's id

@@ -23,7 +23,6 @@ from dandizarr_server.zarr_api.models import ReadLink
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from tests.support.live_users import user_with_dandiset
 from tests.support.readers import (
-
     WRITTEN,
     Live,
     read_tensorstore,
@@ -33,6 +32,7 @@ from tests.support.readers import (
 )
 
 pytestmark = pytest.mark.parametrize("live", ["local"], indirect=True)
+
 
 @pytest.fixture
 def service_log() -> Any:
@@ -51,10 +51,12 @@ def service_log() -> Any:
     root.removeHandler(handler)
     root.setLevel(level)
 
+
 def _make_link(live: Live, zarr_id: str, **body: Any) -> dict[str, Any]:
     made = live.api("POST", f"/api/zarr/{zarr_id}/read-links/", json={"expires_in": 600, **body})
     assert made.status_code == 201, made.text
     return dict(made.json())
+
 
 def test_a_link_reads_a_private_archive_until_revoked(
     live: Live, tmp_path: Path, service_log: io.StringIO
@@ -125,6 +127,7 @@ def test_a_link_reads_a_private_archive_until_revoked(
     assert "/links/" in logged  # the reads were logged,
     for made in (secret, later["url"].rstrip("/").rsplit("/", 1)[1]):
         assert made not in logged  # never their secrets
+
 
 def test_a_link_to_a_version_reads_the_version(live: Live, tmp_path: Path) -> None:
     ensure_storage_versioning()
