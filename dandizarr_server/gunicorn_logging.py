@@ -16,7 +16,8 @@ from dandizarr_server.logging_config import BoundedTracebackFormatter
 class BoundedTracebackLogger(Logger):
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
-        for handler in self.error_log.handlers:
+        # The access log too: its request line and Referer may hold a read link's secret.
+        for handler in (*self.error_log.handlers, *self.access_log.handlers):
             plain = handler.formatter
             if plain is not None and not isinstance(plain, BoundedTracebackFormatter):
                 handler.setFormatter(BoundedTracebackFormatter(plain._fmt, plain.datefmt))

@@ -11,6 +11,8 @@ from typing import Any, TextIO
 import structlog
 from structlog.typing import ExcInfo
 
+from dandizarr_server.zarr_api.domain.read_links import redact
+
 # A traceback in any log format: plain text (never rich's rendering, whose cost grows with the
 # stack and its locals: a 300-deep RecursionError held `dandizarr serve` for minutes), its last
 # TRACEBACK_FRAMES frames of each exception, at most TRACEBACK_CHARS characters in all. A 500
@@ -37,7 +39,11 @@ def bounded_traceback(exc_info: ExcInfo) -> str:
 
 class BoundedTracebackFormatter(logging.Formatter):
     """A plain ``logging`` formatter whose tracebacks are ``bounded_traceback``'s: for the logs
-    that do not go through structlog (gunicorn's own, ``dandizarr_server.gunicorn_logging``)."""
+    that do not go through structlog (gunicorn's own, ``dandizarr_server.gunicorn_logging``),
+    and whose lines never hold a read link's secret (docs/embargo.md)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
     def formatException(self, ei: Any) -> str:
         return bounded_traceback(ei)
@@ -56,6 +62,14 @@ class SecurityEventsPlain(logging.Filter):
             record.exc_info = None
             record.exc_text = None
         return True
+
+
+class RedactingProcessorFormatter(structlog.stdlib.ProcessorFormatter):
+    """structlog's formatter, its every line (message, request path, traceback, locals) with
+    read links' secrets replaced: the one place every log line of the service passes."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def _console_traceback(sio: TextIO, exc_info: ExcInfo) -> None:
@@ -103,7 +117,7 @@ def structured_logging(log_format: str, level: str) -> dict[str, Any]:
         "disable_existing_loggers": False,
         "formatters": {
             "structured": {
-                "()": structlog.stdlib.ProcessorFormatter,
+                "()": RedactingProcessorFormatter,
                 "processor": (
                     structlog.processors.JSONRenderer()
                     if log_format == "json"

@@ -321,6 +321,10 @@ DANDIZARR_S3_MAX_POOL_CONNECTIONS = env_int("DANDIZARR_S3_MAX_POOL_CONNECTIONS",
 # clock skew). Long enough for one batch's PUTs, no longer.
 DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS = env_int("DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS", 600)
 DANDIZARR_RECONCILE_MARGIN_SECONDS = env_int("DANDIZARR_RECONCILE_MARGIN_SECONDS", 300)
+# Private read links (docs/embargo.md): the longest life one may be given, and how many one
+# archive may have alive at once.
+DANDIZARR_READ_LINK_MAX_SECONDS = env_int("DANDIZARR_READ_LINK_MAX_SECONDS", 7 * 86400)
+DANDIZARR_READ_LINK_LIMIT = env_int("DANDIZARR_READ_LINK_LIMIT", 20)
 
 # --- Archive rules ---------------------------------------------------------------------------
 DANDIZARR_BATCH_LIMIT = env_int("DANDIZARR_BATCH_LIMIT", 500)

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponseBase
 from dandizarr_server.zarr_api.edge.exceptions import error_response
 
 # What the user-content host serves: the local backend's storage URLs, the archive as HTTP.
-USER_CONTENT_PATHS = ("/storage/", "/zarr/")
+USER_CONTENT_PATHS = ("/storage/", "/zarr/", "/links/")
 
 
 class UserContentHostMiddleware:

@@ -109,6 +109,8 @@ class ZarrArchive(models.Model):
     # Not a column: the version this instance reads (None: the draft). Set by the read lookups
     # (selectors.lookups.archive_get) for a version's id; services refuse to change it.
     as_of: ArchiveVersion | None = None
+    # Looked up through a private read link: its reads are never kept by a shared cache.
+    through_link: bool = False
 
     class Meta:
         ordering = ["id"]
@@ -489,3 +491,24 @@ class Asset(models.Model):
 
     def __str__(self) -> str:
         return f"{self.version}:{self.path}"
+
+
+class ReadLink(models.Model):
+    """A private read link (docs/embargo.md): a secret URL reading one archive (or one of its
+    versions) without credentials. Only the secret's sha256 is kept: the database never holds
+    what opens the archive."""
+
+    archive = models.ForeignKey(ZarrArchive, on_delete=models.CASCADE, related_name="read_links")
+    version = models.ForeignKey(
+        ArchiveVersion, on_delete=models.CASCADE, null=True, related_name="read_links"
+    )
+    secret_sha256 = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField()
+    revoked = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"read link {self.pk} to {self.archive_id}"

@@ -7,6 +7,7 @@ from dandizarr_server.zarr_api.views import (
     archives,
     dandisets,
     files,
+    read_links,
     session_uploads,
     sessions,
     versions,
@@ -50,6 +51,12 @@ urlpatterns = [
         zarr + "batches/<str:batch_id>/parts/",
         archives.BatchPartsView.as_view(),
         name="zarr-batch-parts",
+    ),
+    path(zarr + "read-links/", read_links.ReadLinksView.as_view(), name="zarr-read-links"),
+    path(
+        zarr + "read-links/<str:link_id>/",
+        read_links.ReadLinkView.as_view(),
+        name="zarr-read-link",
     ),
     path(zarr + "versions/", versions.ArchiveVersionsView.as_view(), name="zarr-versions"),
     path(

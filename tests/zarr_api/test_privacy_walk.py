@@ -35,6 +35,8 @@ FILES = {
 # from. "service": about no dandiset or archive. "signed": the storage endpoint, whose
 # credential is a signature (an unsigned request is refused, whatever the key).
 PRIVATE = "private"
+# A well-formed read-link secret that opens nothing (a real one opens its archive to anyone).
+NO_LINK = "A" * 43
 LISTS = "lists"
 SERVICE = "service"
 SIGNED = "signed"
@@ -81,6 +83,11 @@ ROUTES = {
     "zarr-session-deletions": PRIVATE,
     "zarr-session-changes": PRIVATE,
     "zarr-session-commit": PRIVATE,
+    "zarr-read-links": PRIVATE,
+    "zarr-read-link": PRIVATE,
+    # A link's reads: a secret that opens nothing gets what any absent row gets.
+    "link-read-root": PRIVATE,
+    "link-read": PRIVATE,
     "page-home": LISTS,
     "dandiset-list": LISTS,
     "zarr-list": LISTS,
@@ -113,6 +120,8 @@ ABSENT = {
     "token": "dandizarr",
     "name": "no-such-file.js",
     "filename": "dandizarr-0.0.0-py3-none-any.whl",
+    "link_id": "999999",
+    "secret": NO_LINK,
 }
 # Methods a stranger tries on a private route: every one must be the absent row's 404.
 METHODS = ("get", "head", "post", "put", "delete")
@@ -147,7 +156,11 @@ def private(owner: Actor, s3_storage: str) -> dict[str, str]:
     assert batch is not None
     session = owner.client.post(f"/api/zarr/{zarr_id}/sessions/")
     assert session.status_code == 201, session.content
+    link = owner.client.post(f"/api/zarr/{zarr_id}/read-links/", {"expires_in": 600}, format="json")
+    assert link.status_code == 201, link.content
     return {
+        "link_id": str(link.json()["id"]),
+        "secret": NO_LINK,
         "identifier": identifier,
         "zarr_id": zarr_id,
         "version": "draft",

@@ -57,7 +57,9 @@ class Validators:
 def read_policy(archive: ZarrArchive) -> str:
     """The ``Cache-Control`` of a read of ``archive`` as it was looked up (a version's id:
     ``archive.as_of``)."""
-    if archive.dandiset.is_private:
+    # A link's reads are the link's alone: a shared cache would serve them past its
+    # revocation (docs/embargo.md).
+    if archive.dandiset.is_private or archive.through_link:
         return PRIVATE
     return IMMUTABLE if archive.as_of is not None else REVALIDATE
 

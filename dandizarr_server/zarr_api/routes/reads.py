@@ -19,5 +19,8 @@ urlpatterns = [
         name="zarr-manifest-json",
     ),
     path("zarr/<str:zarr_id>/", views.archive_key, name="zarr-read-root"),
+    # A private read link (docs/embargo.md): its own prefix, outside /zarr/ and /api/.
+    path("links/<str:secret>/", views.link_key, name="link-read-root"),
+    path("links/<str:secret>/<path:key>", views.link_key, name="link-read"),
     path("zarr/<str:zarr_id>/<path:key>", views.archive_key, name="zarr-read"),
 ]

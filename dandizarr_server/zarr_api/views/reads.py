@@ -51,6 +51,7 @@ from dandizarr_server.zarr_api.runtime.kept_documents import keeping, kept
 from dandizarr_server.zarr_api.selectors import manifest
 from dandizarr_server.zarr_api.selectors.archive_contents import DirectoryNode, node_get
 from dandizarr_server.zarr_api.selectors.lookups import archive_get
+from dandizarr_server.zarr_api.selectors.read_links import archive_by_link
 from dandizarr_server.zarr_api.views import listing_pages as listing
 from dandizarr_server.zarr_api.views.file_responses import file_response
 
@@ -100,7 +101,18 @@ def read_only(view: View) -> View:
 
 @read_only
 def archive_key(request: HttpRequest, zarr_id: str, key: str = "") -> HttpResponseBase:
-    archive = archive_get(zarr_id, request.user)
+    return _key(request, archive_get(zarr_id, request.user), key)
+
+
+@read_only
+def link_key(request: HttpRequest, secret: str, key: str = "") -> HttpResponseBase:
+    """``/links/{secret}/{key}``: what ``/zarr/{zarr_id}/{key}`` serves, for the link's archive
+    (or version) alone, to whoever holds the link (docs/embargo.md)."""
+    return _key(request, archive_by_link(secret), key)
+
+
+def _key(request: HttpRequest, archive: ZarrArchive, key: str) -> HttpResponseBase:
+    zarr_id = archive.zarr_id
     if key == "" or key.endswith("/"):
         return _directory(request, archive, key.rstrip("/"))
     if (problem := path_problem(key)) is not None:
