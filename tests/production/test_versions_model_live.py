@@ -24,7 +24,13 @@ from tests.support.model_api import HttpApi
 from tests.support.processes import Processes
 from tests.support.production import Production, production, tools_missing
 from tests.support.seaweedfs import SeaweedS3
-from tests.support.versions_model import Harness, VersionsWalk, assert_every_version_downloads
+from tests.support.session_model import SessionHarness
+from tests.support.versions_model import (
+    Harness,
+    VersionsWalk,
+    assert_every_version_downloads,
+    session_store,
+)
 
 pytestmark = needs(tools_missing(), f"missing {tools_missing()} (CI always runs this)")
 
@@ -36,6 +42,16 @@ SETTLE_SECONDS = 120.0
 # tests.support.api.let_upload_urls_expire, in a process of the deployment's.
 EXPIRE_UPLOAD_URLS = (
     "from tests.support.api import let_upload_urls_expire\nlet_upload_urls_expire()\n"
+)
+# Write sessions' expiry passed (an UPDATE instead of a wait), then the sweep, in a process of
+# the deployment's (tests.support.versions_model.sessions_expire).
+EXPIRE_SESSIONS = (
+    "from tests.support.versions_model import sessions_expire\nsessions_expire({session_ids!r})\n"
+)
+# The keys storage holds under a session's staging prefix, one a line.
+STAGED_OBJECTS = (
+    "from tests.support.versions_model import staged_objects\n"
+    "print('\\n'.join(staged_objects({zarr_id!r}, {session_id!r})))\n"
 )
 COMPACT_EVERY_SHARD = (
     "from dandizarr_server.zarr_api.models import Shard\n"
@@ -65,6 +81,19 @@ def deployment_harness(deployment: Production, second_web: str) -> Harness:
         ),
         expire_upload_urls=lambda: print(deployment.manage("shell", "-c", EXPIRE_UPLOAD_URLS)),
         wait=wait,
+        # Commits applied by the Celery worker, the sweep in a process of its own; sessions
+        # read through ArchiveStore too.
+        sessions=SessionHarness(
+            expire=lambda ids: print(
+                deployment.manage("shell", "-c", EXPIRE_SESSIONS.format(session_ids=ids))
+            ),
+            staged_objects=lambda zarr_id, session_id: deployment.manage(
+                "shell",
+                "-c",
+                STAGED_OBJECTS.format(zarr_id=zarr_id, session_id=session_id),
+            ).split(),
+            store=session_store(deployment.url, deployment.token),
+        ),
     )
 
 

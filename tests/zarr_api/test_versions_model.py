@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 import pytest
+from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
@@ -28,5 +29,7 @@ def test_every_version_reads_as_the_model_after_every_step(
     walk_settings(settings)
     ensure_storage_versioning()
     api = DjangoApi(owner.client)
-    harness = in_process_harness(api, DjangoApi(APIClient()))
+    token = Token.objects.get(user=owner.user).key
+    # Sessions read through ArchiveStore too, over HTTP to the live server (local_storage's).
+    harness = in_process_harness(api, DjangoApi(APIClient()), url=local_storage, token=token)
     VersionsWalk(harness, seed, max_versions=4, log=print).run(STEPS)
