@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -104,7 +105,9 @@ class SessionRules:
     """The session rules of one walk: ``rules()`` gives them to the walk's draw, ``changed()``
     hears of every batch the walk's other rules make, ``check()`` runs after every step."""
 
-    def __init__(self, walk: VersionsWalk, harness: SessionHarness, paths: list[str]) -> None:
+    def __init__(
+        self, walk: VersionsWalk, harness: SessionHarness, paths: list[str], weight: int
+    ) -> None:
         self.walk = walk
         self.walk_paths = paths  # the walk's own
         self.h = harness
@@ -113,9 +116,12 @@ class SessionRules:
         self.ended: list[Session] = []  # aborted or expired: nothing of theirs in storage
         self.batches: list[set[str]] = []  # the paths each batch changed, in sequence order
         self.begun = 0
+        self.weight = weight  # of the session rules against the walk's
+        self.acted: Session | None = None  # the session the last step acted on
+        self.outcomes: Counter[str] = Counter()
 
     def rules(self) -> list[tuple[int, Callable[[], str]]]:
-        return [
+        rules = [
             (2, self.begin),
             (4, self.write),
             (2, self.delete),
@@ -124,6 +130,11 @@ class SessionRules:
             (1, self.crash),
             (1, self.expire),
         ]
+        return [(w * self.weight, rule) for w, rule in rules]
+
+    def tally(self) -> str:
+        """How many of each outcome the walk met (what a seed exercised)."""
+        return ", ".join(f"{n} {what}" for what, n in sorted(self.outcomes.items()))
 
     def changed(self, paths: Iterable[str]) -> None:
         """A batch that changed these paths of the draft was sequenced."""
@@ -137,7 +148,8 @@ class SessionRules:
 
     def _writing(self) -> Session | None:
         live = [s for s in self.open if not s.crashed]
-        return self.rng.choice(live) if live else None
+        self.acted = self.rng.choice(live) if live else None
+        return self.acted
 
     def begin(self) -> str:
         if len(self.open) >= MAX_OPEN:
@@ -149,6 +161,7 @@ class SessionRules:
             f"s{self.begun}", answer["session_id"], dict(self.walk.model.draft), len(self.batches)
         )
         self.open.append(session)
+        self.acted = session
         return f"begin session {session.name}"
 
     def write(self) -> str:
@@ -156,10 +169,18 @@ class SessionRules:
         if session is None:
             return self.begin()
         # Not where the draft (less the session's deletions) or the session's own files have
-        # a file above or below: the service refuses those at once (or at the commit).
-        kept = {p for p in self.walk.model.draft if session.changes.get(p, b"") is not None}
+        # a file above or below: the service refuses those at once (or at the commit). Nor
+        # where the draft has a directory the session emptied: the service refuses a file
+        # there too (write_sessions: only deletions at the path and above count; a known
+        # limit, docs/writing.md).
+        draft = self.walk.model.draft
+        kept = {p for p in draft if session.changes.get(p, b"") is not None}
         written = {p for p, b in session.changes.items() if b is not None}
-        free = [p for p in self.walk_paths + SESSION_PATHS if not clashes(p, kept | written)]
+        free = [
+            p
+            for p in self.walk_paths + SESSION_PATHS
+            if not clashes(p, kept | written) and p not in directories_above(draft)
+        ]
         files = self.walk.draw_files(3, free, clear=False)
         declared = [{"path": p, "etag": md5(b), "size": len(b)} for p, b in files.items()]
         targets = ok(self._request("POST", f"sessions/{session.session_id}/files/", declared), 200)
@@ -182,6 +203,7 @@ class SessionRules:
             directory = self.rng.choice(directories)
             paths = [p for p in view if p.startswith(directory + "/")]
             what = f"directory {directory}/"
+            self.outcomes["directory deletions"] += 1
         else:
             pool = [*view, "never/was"]
             paths = self.rng.sample(pool, self.rng.randint(1, min(2, len(pool))))
@@ -204,6 +226,7 @@ class SessionRules:
             assert sorted(refused["paths"]) == sorted(conflicts), refused
             state = ok(self._request("GET", f"sessions/{session.session_id}/"), 200).json()
             assert state["state"] == "open", state
+            self.outcomes["conflicts"] += 1
             return f"session {session.name} commit refused: conflict at {sorted(conflicts)}"
         ok(answer, 200)
         assert answer.json()["state"] == "committed", answer.json()
@@ -217,6 +240,7 @@ class SessionRules:
         # The checksum the commit leads to (what ArchiveStore.commit returns) is the model's.
         shown = ok(self._request("GET", ""), 200).json()
         assert shown["checksum"] == checksum_of(draft), (shown["checksum"], sorted(draft))
+        self.outcomes["commits"] += 1
         return f"session {session.name} commits ({len(session.changes)} changes)"
 
     def _conflicts(self, session: Session) -> set[str]:
@@ -240,7 +264,11 @@ class SessionRules:
         self._assert_nothing_staged(session, "after its abort")
         answer = self._request("POST", f"sessions/{session.session_id}/commit/")
         self._assert_ended(answer)
-        return f"session {session.name} aborts"
+        self.outcomes["aborts"] += 1
+        # Garbage collection with the other sessions open: the check after the step reads
+        # back every file they staged.
+        self.walk.h.collect_garbage(self.walk.zarr_id)
+        return f"session {session.name} aborts; garbage collected"
 
     def crash(self) -> str:
         session = self._writing()
@@ -261,17 +289,24 @@ class SessionRules:
             assert state["state"] == "expired", state
             self._assert_nothing_staged(session, "after the sweep expired it")
             self._assert_ended(self._request("POST", f"sessions/{session.session_id}/commit/"))
-        return f"sessions {', '.join(s.name for s in crashed)} expire (the sweep)"
+        self.outcomes["expiries"] += len(crashed)
+        self.walk.h.collect_garbage(self.walk.zarr_id)  # as after an abort
+        return (
+            f"sessions {', '.join(s.name for s in crashed)} expire (the sweep); garbage collected"
+        )
 
     # --- checks ----------------------------------------------------------------------------
 
     def check(self) -> None:
         for session in self.open:
-            self._assert_view(session)
+            # Through ArchiveStore too for the session the step acted on (each store read is
+            # a few requests: every session every step would double the walk's time).
+            self._assert_view(session, through_store=session is self.acted)
+        self.acted = None
         for session in self.ended:
             self._assert_nothing_staged(session, "once ended without a commit")
 
-    def _assert_view(self, session: Session) -> None:
+    def _assert_view(self, session: Session, *, through_store: bool) -> None:
         """The session reads as its model, through the API (its changes, else the draft) and
         through ``ArchiveStore`` on the session where the shape has one: each path's bytes
         (its staged bytes read back from storage), ``exists`` and the listing."""
@@ -281,7 +316,7 @@ class SessionRules:
         committed = overlay(self.walk.model.draft, session.changes)
         every = sorted({*self.walk_paths, *SESSION_PATHS, *snapshot, *committed, *session.changes})
         readers = [("the API", self._api_view)]
-        if self.h.store is not None:
+        if self.h.store is not None and through_store:
             readers.append(("ArchiveStore", self._store_view))
         expected = snapshot if SNAPSHOT_READS else committed
         for name, read in readers:

@@ -108,7 +108,13 @@ class Model:
 
 class VersionsWalk:
     def __init__(
-        self, harness: Harness, seed: int, *, max_versions: int = 6, log: Callable[[str], None]
+        self,
+        harness: Harness,
+        seed: int,
+        *,
+        max_versions: int = 6,
+        log: Callable[[str], None],
+        session_weight: int = 1,
     ) -> None:
         self.h = harness
         self.seed = seed
@@ -119,7 +125,9 @@ class VersionsWalk:
         self.steps: list[str] = []
         self.count = 0
         self.sessions = (
-            SessionRules(self, harness.sessions, PATHS) if harness.sessions is not None else None
+            SessionRules(self, harness.sessions, PATHS, session_weight)
+            if harness.sessions is not None
+            else None
         )
         created = self._post("/api/dandisets/?embargo=true", {"name": f"versions model {seed}"})
         self.dandiset = str(created.json()["identifier"])
@@ -327,9 +335,10 @@ class VersionsWalk:
             (f"version {v.number}", v.zarr_id, v.files) for v in self.model.versions
         ]
         # And every path an open session changed: none of it is in any state before its commit.
+        held = sorted({p for _, _, files in states for p in files})
+        directories = ancestors_of(held)
         staged = self.sessions.paths() if self.sessions is not None else set()
-        every_path = sorted({p for _, _, files in states for p in files} | staged)
-        directories = ancestors_of(every_path)
+        every_path = sorted({*held, *staged})
 
         def through(index: int) -> None:
             for label, zarr_id, files in states:
@@ -416,12 +425,18 @@ def assert_every_version_downloads(url: str, token: str, walk: VersionsWalk, wor
 
 
 def in_process_harness(
-    api: Api, anonymous: Api, *, url: str | None = None, token: str | None = None
+    api: Api,
+    anonymous: Api,
+    *,
+    sessions: bool = True,
+    url: str | None = None,
+    token: str | None = None,
 ) -> Harness:
     """The walk's harness for a service in this process (``api``: Django's test client, or the
     live test server over HTTP): garbage collection and compaction called directly, every task
-    done (inline) when its request ends. With the live server's ``url`` and the writer's
-    ``token``, sessions are read through ``ArchiveStore`` too."""
+    done (inline) when its request ends. With ``sessions``, write sessions' rules join the
+    walk's; with the live server's ``url`` and the writer's ``token``, sessions are read
+    through ``ArchiveStore`` too."""
 
     def collect_garbage(zarr_id: str) -> None:
         archive_garbage_collect(ZarrArchive.objects.get(zarr_id=zarr_id), dry_run=False)
@@ -446,7 +461,9 @@ def in_process_harness(
             sessions_expire,
             staged_objects,
             session_store(url, token) if url is not None else None,
-        ),
+        )
+        if sessions
+        else None,
     )
 
 
