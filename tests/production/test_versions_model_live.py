@@ -34,7 +34,7 @@ from tests.support.versions_model import (
 
 pytestmark = needs(tools_missing(), f"missing {tools_missing()} (CI always runs this)")
 
-STEPS = int(os.environ.get("VERSIONS_MODEL_STEPS", "10"))
+STEPS = int(os.environ.get("VERSIONS_MODEL_STEPS", "14"))
 SEED = int(os.environ.get("VERSIONS_MODEL_SEED", "36"))
 # Longest a change takes to be applied by the worker (a loaded machine).
 SETTLE_SECONDS = 120.0
@@ -48,10 +48,13 @@ EXPIRE_UPLOAD_URLS = (
 EXPIRE_SESSIONS = (
     "from tests.support.versions_model import sessions_expire\nsessions_expire({session_ids!r})\n"
 )
-# The keys storage holds under a session's staging prefix, one a line.
+# The keys storage holds under a session's staging prefix, a line each after STAGED (the shell
+# prints lines of its own).
+STAGED = "staged object: "
 STAGED_OBJECTS = (
     "from tests.support.versions_model import staged_objects\n"
-    "print('\\n'.join(staged_objects({zarr_id!r}, {session_id!r})))\n"
+    "for key in staged_objects({zarr_id!r}, {session_id!r}):\n"
+    f"    print({STAGED!r} + key)\n"
 )
 COMPACT_EVERY_SHARD = (
     "from dandizarr_server.zarr_api.models import Shard\n"
@@ -87,11 +90,13 @@ def deployment_harness(deployment: Production, second_web: str) -> Harness:
             expire=lambda ids: print(
                 deployment.manage("shell", "-c", EXPIRE_SESSIONS.format(session_ids=ids))
             ),
-            staged_objects=lambda zarr_id, session_id: deployment.manage(
-                "shell",
-                "-c",
-                STAGED_OBJECTS.format(zarr_id=zarr_id, session_id=session_id),
-            ).split(),
+            staged_objects=lambda zarr_id, session_id: [
+                line.removeprefix(STAGED)
+                for line in deployment.manage(
+                    "shell", "-c", STAGED_OBJECTS.format(zarr_id=zarr_id, session_id=session_id)
+                ).splitlines()
+                if line.startswith(STAGED)
+            ],
             store=session_store(deployment.url, deployment.token),
         ),
     )
@@ -124,16 +129,22 @@ def test_every_version_reads_as_the_model_in_every_process(
         ) as deployment:
             try:
                 second_web = deployment.more_web_urls[0]
+                # Write sessions drawn twice as often as the walk's own rules (issue #48).
                 walk = VersionsWalk(
-                    deployment_harness(deployment, second_web), SEED, max_versions=6, log=print
+                    deployment_harness(deployment, second_web),
+                    SEED,
+                    max_versions=6,
+                    log=print,
+                    session_weight=2,
                 )
                 walk.run(STEPS)
                 downloaded = assert_every_version_downloads(
                     deployment.url, deployment.token, walk, tmp_path / "dandi"
                 )
+                assert walk.sessions is not None
                 print(
                     f"seed {SEED}: {STEPS} steps, {len(walk.model.versions)} versions, "
-                    f"{downloaded} downloads by dandi exact"
+                    f"{downloaded} downloads by dandi exact; sessions: {walk.sessions.tally()}"
                 )
             except BaseException:
                 print(deployment.logs_tail())
