@@ -24,11 +24,17 @@ from tests.support.model_api import HttpApi
 from tests.support.processes import Processes
 from tests.support.production import Production, production, tools_missing
 from tests.support.seaweedfs import SeaweedS3
-from tests.support.versions_model import Harness, VersionsWalk, assert_every_version_downloads
+from tests.support.session_model import SessionHarness
+from tests.support.versions_model import (
+    Harness,
+    VersionsWalk,
+    assert_every_version_downloads,
+    session_store,
+)
 
 pytestmark = needs(tools_missing(), f"missing {tools_missing()} (CI always runs this)")
 
-STEPS = int(os.environ.get("VERSIONS_MODEL_STEPS", "10"))
+STEPS = int(os.environ.get("VERSIONS_MODEL_STEPS", "14"))
 SEED = int(os.environ.get("VERSIONS_MODEL_SEED", "36"))
 # Longest a change takes to be applied by the worker (a loaded machine).
 SETTLE_SECONDS = 120.0
@@ -36,6 +42,19 @@ SETTLE_SECONDS = 120.0
 # tests.support.api.let_upload_urls_expire, in a process of the deployment's.
 EXPIRE_UPLOAD_URLS = (
     "from tests.support.api import let_upload_urls_expire\nlet_upload_urls_expire()\n"
+)
+# Write sessions' expiry passed (an UPDATE instead of a wait), then the sweep, in a process of
+# the deployment's (tests.support.versions_model.sessions_expire).
+EXPIRE_SESSIONS = (
+    "from tests.support.versions_model import sessions_expire\nsessions_expire({session_ids!r})\n"
+)
+# The keys storage holds under a session's staging prefix, a line each after STAGED (the shell
+# prints lines of its own).
+STAGED = "staged object: "
+STAGED_OBJECTS = (
+    "from tests.support.versions_model import staged_objects\n"
+    "for key in staged_objects({zarr_id!r}, {session_id!r}):\n"
+    f"    print({STAGED!r} + key)\n"
 )
 COMPACT_EVERY_SHARD = (
     "from dandizarr_server.zarr_api.models import Shard\n"
@@ -65,6 +84,21 @@ def deployment_harness(deployment: Production, second_web: str) -> Harness:
         ),
         expire_upload_urls=lambda: print(deployment.manage("shell", "-c", EXPIRE_UPLOAD_URLS)),
         wait=wait,
+        # Commits applied by the Celery worker, the sweep in a process of its own; sessions
+        # read through ArchiveStore too.
+        sessions=SessionHarness(
+            expire=lambda ids: print(
+                deployment.manage("shell", "-c", EXPIRE_SESSIONS.format(session_ids=ids))
+            ),
+            staged_objects=lambda zarr_id, session_id: [
+                line.removeprefix(STAGED)
+                for line in deployment.manage(
+                    "shell", "-c", STAGED_OBJECTS.format(zarr_id=zarr_id, session_id=session_id)
+                ).splitlines()
+                if line.startswith(STAGED)
+            ],
+            store=session_store(deployment.url, deployment.token),
+        ),
     )
 
 
@@ -95,16 +129,22 @@ def test_every_version_reads_as_the_model_in_every_process(
         ) as deployment:
             try:
                 second_web = deployment.more_web_urls[0]
+                # Write sessions drawn twice as often as the walk's own rules (issue #48).
                 walk = VersionsWalk(
-                    deployment_harness(deployment, second_web), SEED, max_versions=6, log=print
+                    deployment_harness(deployment, second_web),
+                    SEED,
+                    max_versions=6,
+                    log=print,
+                    session_weight=2,
                 )
                 walk.run(STEPS)
                 downloaded = assert_every_version_downloads(
                     deployment.url, deployment.token, walk, tmp_path / "dandi"
                 )
+                assert walk.sessions is not None
                 print(
                     f"seed {SEED}: {STEPS} steps, {len(walk.model.versions)} versions, "
-                    f"{downloaded} downloads by dandi exact"
+                    f"{downloaded} downloads by dandi exact; sessions: {walk.sessions.tally()}"
                 )
             except BaseException:
                 print(deployment.logs_tail())

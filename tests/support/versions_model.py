@@ -19,19 +19,27 @@ from __future__ import annotations
 import io
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from django.utils import timezone
+
+from dandizarr.client.store import ArchiveStore
 from dandizarr.sharding.archive_packing import build_shard
-from dandizarr_server.zarr_api.models import Shard, ZarrArchive
+from dandizarr_server.zarr_api.domain.keys import session_prefix
+from dandizarr_server.zarr_api.models import Shard, WriteSession, ZarrArchive
+from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.compaction import shard_compact
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
+from dandizarr_server.zarr_api.services.session_cleanup import write_sessions_sweep
 from tests.support.api import let_upload_urls_expire, md5, put
 from tests.support.dandi import DANDI_NEWEST, DandiService, api_key_env, tree_of
 from tests.support.model_api import Answer, Api
+from tests.support.session_model import SessionHarness, SessionRules, clashes
 from tests.support.version_reads import ancestors_of, assert_reads_as, ok
 
 # No path is a directory of another, so every batch is valid as far as paths go.
@@ -79,6 +87,8 @@ class Harness:
     expire_upload_urls: Callable[[], None]
     # Until ``ready()`` is true (a deployment's workers apply changes in the background).
     wait: Callable[[Callable[[], bool], str], None]
+    # Write sessions' rules join the walk's (tests/support/session_model.py) when given.
+    sessions: SessionHarness | None = None
 
 
 @dataclass
@@ -98,7 +108,13 @@ class Model:
 
 class VersionsWalk:
     def __init__(
-        self, harness: Harness, seed: int, *, max_versions: int = 6, log: Callable[[str], None]
+        self,
+        harness: Harness,
+        seed: int,
+        *,
+        max_versions: int = 6,
+        log: Callable[[str], None],
+        session_weight: int = 1,
     ) -> None:
         self.h = harness
         self.seed = seed
@@ -108,6 +124,11 @@ class VersionsWalk:
         self.model = Model()
         self.steps: list[str] = []
         self.count = 0
+        self.sessions = (
+            SessionRules(self, harness.sessions, PATHS, session_weight)
+            if harness.sessions is not None
+            else None
+        )
         created = self._post("/api/dandisets/?embargo=true", {"name": f"versions model {seed}"})
         self.dandiset = str(created.json()["identifier"])
         archive = {"name": "model.zarr", "dandiset": self.dandiset, "layout": "sharded"}
@@ -136,6 +157,7 @@ class VersionsWalk:
             (1, self.collect_garbage),
             (1, self.unembargo),
             (1, self.expire_upload_urls),
+            *(self.sessions.rules() if self.sessions is not None else []),
         ]
         rule = self.rng.choices([r for _, r in rules], weights=[w for w, _ in rules])[0]
         self.count += 1
@@ -152,25 +174,30 @@ class VersionsWalk:
 
     # --- rules -----------------------------------------------------------------------------
 
-    def _draw_files(self, most: int, paths: list[str] = PATHS) -> dict[str, bytes]:
-        chosen = self.rng.sample(paths, self.rng.randint(1, most))
+    def draw_files(
+        self, most: int, paths: list[str] = PATHS, *, clear: bool = True
+    ) -> dict[str, bytes]:
+        if clear:  # of the draft's files and directories (a session may have committed "e/f")
+            paths = [p for p in paths if not clashes(p, self.model.draft)]
+        chosen = self.rng.sample(paths, self.rng.randint(1, min(most, len(paths))))
         fresh = f"step {self.count}".encode()
         return {
             p: ZARRAY if p == "img/.zarray" else self.rng.choice([*CONTENTS, fresh]) for p in chosen
         }
 
-    def _describe(self, files: dict[str, bytes]) -> str:
+    def describe(self, files: dict[str, bytes]) -> str:
         return ", ".join(f"{p}={md5(b)[:6]}" for p, b in sorted(files.items()))
 
     def upload(self) -> str:
-        files = self._draw_files(4)
+        files = self.draw_files(4)
         urls = self._start(files)
         for path, body in files.items():
             _put(urls[path], body)
         self._post(f"/api/zarr/{self.zarr_id}/upload/complete/")
-        self._settle()
+        self.settle()
         self.model.draft.update(files)
-        return f"upload {self._describe(files)}"
+        self._changed(files)
+        return f"upload {self.describe(files)}"
 
     def delete(self) -> str:
         if not self.model.draft:
@@ -180,30 +207,35 @@ class VersionsWalk:
         )
         body = [{"path": p} for p in paths]
         ok(self._request("DELETE", f"/api/zarr/{self.zarr_id}/files/", body=body), 204)
-        self._settle()
+        self.settle()
         for path in paths:
             del self.model.draft[path]
+        self._changed(paths)
         return f"delete {', '.join(paths)}"
 
     def cancel(self) -> str:
-        files = self._draw_files(3)
+        files = self.draw_files(3)
         urls = self._start(files)
         sent = {p: b for p, b in files.items() if self.rng.random() < 0.7}
         for path, body in sent.items():
             _put(urls[path], body)
         packed = self._packed()
         ok(self._request("DELETE", f"/api/zarr/{self.zarr_id}/upload/"), 204)
-        self._settle()
+        unlisted: list[str] = []
+        self.settle()
         for path, body in sent.items():
             # The PUT replaced a loose file's object; the cancel deletes it, old bytes and all
             # (the draft's: versions keep theirs). A packed file's bytes are in its shard.
-            if path not in packed and self.model.draft.get(path) != body:
-                self.model.draft.pop(path, None)
-        return f"cancel after PUT of {self._describe(sent)}"
+            gone = path not in packed and self.model.draft.get(path) != body
+            if gone and self.model.draft.pop(path, None) is not None:
+                unlisted.append(path)
+        if unlisted:
+            self._changed(unlisted)  # the cancel's deletion batch
+        return f"cancel after PUT of {self.describe(sent)}"
 
     def pack(self) -> str:
         # Not the array's metadata: conversion reads it as a loose object.
-        files = self._draw_files(4, [p for p in PATHS if p != "img/.zarray"])
+        files = self.draw_files(4, [p for p in PATHS if p != "img/.zarray"])
         paths = sorted(files)
         split = self.rng.randint(0, len(paths))
         declarations, bodies = [], {}
@@ -229,15 +261,16 @@ class VersionsWalk:
         for target in started.json()["shards"]:
             _put(target["upload_url"], bodies[target["name"]])
         batch = self._post(f"/api/zarr/{self.zarr_id}/upload/complete/").json()["batch"]
-        self._settle()
+        self.settle()
         state = self._get(f"/api/zarr/{self.zarr_id}/batches/{batch}/").json()
         assert state["state"] == "applied", state
         self.model.draft.update(files)
-        return f"pack {self._describe(files)} in {len(declarations)} shard(s)"
+        self._changed(files)
+        return f"pack {self.describe(files)} in {len(declarations)} shard(s)"
 
     def convert(self) -> str:
         self._post(f"/api/zarr/{self.zarr_id}/pack/", expected=202)
-        self._settle()
+        self.settle()
         return "convert (POST pack/)"
 
     def publish(self) -> str:
@@ -258,7 +291,9 @@ class VersionsWalk:
             return self.publish()
         version = self.rng.choice(self.model.versions)
         self._post(f"/api/zarr/{self.zarr_id}/versions/{version.number}/reset/", expected=202)
-        self._settle()
+        self.settle()
+        draft = self.model.draft
+        self._changed(p for p in {*draft, *version.files} if draft.get(p) != version.files.get(p))
         self.model.draft = dict(version.files)
         return f"reset to version {version.number}"
 
@@ -272,7 +307,7 @@ class VersionsWalk:
 
     def expire_upload_urls(self) -> str:
         self.h.expire_upload_urls()
-        self._settle()
+        self.settle()
         return "upload URLs expire (reconciliation)"
 
     def unembargo(self) -> str:
@@ -288,14 +323,22 @@ class VersionsWalk:
         self.model.private = False
         return "unembargo"
 
+    def _changed(self, paths: Iterable[str]) -> None:
+        """A batch changed these paths (what a session's commit is checked against)."""
+        if self.sessions is not None:
+            self.sessions.changed(paths)
+
     # --- checks ----------------------------------------------------------------------------
 
     def check(self) -> None:
         states = [("draft", self.zarr_id, self.model.draft)] + [
             (f"version {v.number}", v.zarr_id, v.files) for v in self.model.versions
         ]
-        every_path = sorted({p for _, _, files in states for p in files})
-        directories = ancestors_of(every_path)
+        # And every path an open session changed: none of it is in any state before its commit.
+        held = sorted({p for _, _, files in states for p in files})
+        directories = ancestors_of(held)
+        staged = self.sessions.paths() if self.sessions is not None else set()
+        every_path = sorted({*held, *staged})
 
         def through(index: int) -> None:
             for label, zarr_id, files in states:
@@ -313,6 +356,8 @@ class VersionsWalk:
         for _, zarr_id, _ in states:
             hidden = self.h.anonymous.request("GET", f"/api/zarr/{zarr_id}/").status
             assert hidden == (404 if self.model.private else 200), (zarr_id, "anonymous")
+        if self.sessions is not None:
+            self.sessions.check()
 
     # --- the API ---------------------------------------------------------------------------
 
@@ -337,7 +382,7 @@ class VersionsWalk:
         )
         return {e["path"] for e in listed.json()["results"] if e["shard"]}
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Until the draft's changes are applied (and a conversion done)."""
 
         def settled() -> bool:
@@ -379,10 +424,19 @@ def assert_every_version_downloads(url: str, token: str, walk: VersionsWalk, wor
     return downloaded
 
 
-def in_process_harness(api: Api, anonymous: Api) -> Harness:
+def in_process_harness(
+    api: Api,
+    anonymous: Api,
+    *,
+    sessions: bool = True,
+    url: str | None = None,
+    token: str | None = None,
+) -> Harness:
     """The walk's harness for a service in this process (``api``: Django's test client, or the
     live test server over HTTP): garbage collection and compaction called directly, every task
-    done (inline) when its request ends."""
+    done (inline) when its request ends. With ``sessions``, write sessions' rules join the
+    walk's; with the live server's ``url`` and the writer's ``token``, sessions are read
+    through ``ArchiveStore`` too."""
 
     def collect_garbage(zarr_id: str) -> None:
         archive_garbage_collect(ZarrArchive.objects.get(zarr_id=zarr_id), dry_run=False)
@@ -395,7 +449,42 @@ def in_process_harness(api: Api, anonymous: Api) -> Harness:
     def wait(ready: Callable[[], bool], what: str) -> None:
         assert ready(), f"not done when the request ended: {what}"
 
-    return Harness(api, [api], anonymous, collect_garbage, compact, let_upload_urls_expire, wait)
+    return Harness(
+        api,
+        [api],
+        anonymous,
+        collect_garbage,
+        compact,
+        let_upload_urls_expire,
+        wait,
+        SessionHarness(
+            sessions_expire,
+            staged_objects,
+            session_store(url, token) if url is not None else None,
+        )
+        if sessions
+        else None,
+    )
+
+
+def sessions_expire(session_ids: list[str]) -> None:
+    """The sessions' expiry passed (an UPDATE instead of a wait), then the sweep ran."""
+    ended = timezone.now() - timedelta(seconds=1)
+    WriteSession.objects.filter(session_id__in=session_ids).update(expires=ended)
+    write_sessions_sweep()
+
+
+def session_store(url: str, token: str | None) -> Callable[[str, str], ArchiveStore]:
+    """A read-only ``ArchiveStore`` of the service at ``url`` on a session."""
+
+    def store(zarr_id: str, session_id: str) -> ArchiveStore:
+        return ArchiveStore(url, zarr_id, token, read_only=True, session_id=session_id)
+
+    return store
+
+
+def staged_objects(zarr_id: str, session_id: str) -> list[str]:
+    return [i.key for i in get_store().list(session_prefix(zarr_id, session_id))]
 
 
 def walk_settings(settings: Any) -> None:
