@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from dandizarr.client.api_connection import ApiConnection
-from dandizarr.client.errors import ClientError
+from dandizarr.client.errors import ClientError, Conflict
 
 
 class SessionCalls(ApiConnection):
@@ -117,9 +117,18 @@ class SessionCalls(ApiConnection):
 
     def commit_session(self, zarr_id: str, session_id: str) -> dict[str, Any]:
         """Commit: the session's record with the ``batch`` that applies it."""
-        answer: dict[str, Any] = self.request(
-            "POST", self._session_path(zarr_id, session_id, "commit/")
-        ).json()
+        try:
+            answer: dict[str, Any] = self.request(
+                "POST", self._session_path(zarr_id, session_id, "commit/")
+            ).json()
+        except Conflict as error:
+            # A try that timed out may have committed before this one came: the session's
+            # record says so (committed, with its batch), and that commit is this one's.
+            record = self.get_session(zarr_id, session_id)
+            if error.code == "session_ended" and record.get("state") == "committed":
+                if record.get("batch") is not None:
+                    return record
+            raise
         return answer
 
     def abort_session(self, zarr_id: str, session_id: str) -> None:

@@ -145,6 +145,27 @@ def test_a_conflicting_commit_raises_conflict_and_changes_nothing(
     assert (image[48:, 32:] == 4).all()
 
 
+def test_a_commit_sent_again_after_it_took_answers_that_commit(
+    service: Service, archive: str, opened: Any
+) -> None:
+    """A commit whose first try timed out on the client and was sent again: the second try
+    finds the session committed by the first, and answers its batch instead of a 409
+    ``session_ended`` (a commit that happened reported as failed)."""
+    store = opened(read_only=False)
+    write_image(store)
+    checksum = store.commit()
+    again = store.client.commit_session(archive, store.session_id)
+    assert again["state"] == "committed" and again["batch"] is not None
+    assert service.archive(archive)["checksum"] == checksum
+    # A session that ended otherwise is still refused.
+    aborted = opened(read_only=False)
+    write_image(aborted)
+    aborted.abort()
+    with pytest.raises(Conflict) as raised:
+        aborted.client.commit_session(archive, aborted.session_id)
+    assert raised.value.code == "session_ended"
+
+
 def test_the_store_pickles_into_the_same_session(
     service: Service, archive: str, opened: Any
 ) -> None:
