@@ -125,9 +125,9 @@ class SessionCalls(ApiConnection):
             # A try that timed out may have committed before this one came: the session's
             # record says so (committed, with its batch), and that commit is this one's.
             record = self.get_session(zarr_id, session_id)
-            if error.code == "session_ended" and record.get("state") == "committed":
-                if record.get("batch") is not None:
-                    return record
+            took = record.get("state") == "committed" and record.get("batch") is not None
+            if error.code == "session_ended" and took:
+                return record
             raise
         return answer
 

@@ -92,9 +92,9 @@ def staged_files_verify(session: WriteSession) -> None:
     # In key order: each chunk's keys lie together in storage, so listing their range finds
     # them (in another order a range strays over the session's other keys and every key is
     # asked for alone: 100,000 HEADs for a 100,000-file commit).
-    pending = SessionFile.objects.filter(
-        session=session, deleted=False, verified=False
-    ).order_by("key")
+    pending = SessionFile.objects.filter(session=session, deleted=False, verified=False).order_by(
+        "key"
+    )
     while rows := list(pending.values_list("pk", "path", "key", "md5", "size")[:_VERIFY_CHUNK]):
         infos = get_store().head_many([key for _, _, key, _, _ in rows])
         good: list[int] = []
