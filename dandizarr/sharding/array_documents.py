@@ -69,6 +69,10 @@ def parse_document(data: bytes) -> dict[str, Any]:
     return doc
 
 
+# The longest type string of a v2 dtype read ("<M8[ns]", "|S1024": a few characters).
+MAX_DTYPE_TEXT = 64
+
+
 def v2_dtype(value: Any) -> np.dtype[Any]:
     """The numpy type of a v2 ``dtype`` (a type string, or a structured type's list of
     ``[name, type]`` or ``[name, type, shape]`` fields); MetadataError when it is none, and
@@ -85,9 +89,14 @@ def v2_dtype(value: Any) -> np.dtype[Any]:
         spec = value
     else:
         raise MetadataError(f"dtype must be a string or a list, got {shown(value)}")
+    # numpy reads a type string's digits as an integer (a 5,000-digit one raised SyntaxError
+    # past Python's integer-string limit): no type numpy knows is spelt in more characters.
+    texts = [value] if isinstance(value, str) else [f for field in spec for f in field[1:2]]
+    if any(isinstance(text, str) and len(text) > MAX_DTYPE_TEXT for text in texts):
+        raise MetadataError(f"a dtype's type string is longer than {MAX_DTYPE_TEXT} characters")
     try:
         return np.dtype(spec)
-    except (TypeError, ValueError, OverflowError, RecursionError):
+    except (TypeError, ValueError, OverflowError, RecursionError, SyntaxError):
         raise MetadataError(f"dtype {shown(value)} is not one numpy reads") from None
 
 

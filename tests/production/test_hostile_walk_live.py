@@ -21,6 +21,7 @@ import pytest
 import requests
 
 from tests.support.ci import needs
+from tests.support.cost_bounds import cpu_scale
 from tests.support.hostile_findings import (
     FINDING_DOCUMENTS,
     Measured,
@@ -41,6 +42,8 @@ REPO = Path(__file__).resolve().parents[2]
 # loaded machine (CPU, not wall time), and the log it may write (a line or two, a bounded
 # traceback at most).
 REQUEST_CPU_SECONDS = 0.5
+# Measured from outside, of processes sharing the two cores with the walk: more headroom.
+WALK_HEADROOM = 2.5
 LOG_BYTES = 16 << 10
 HEALTHZ_SECONDS = 2.0
 # Box-drawing characters of a rich traceback: never in any log format.
@@ -55,7 +58,7 @@ def _check(rows: list[Measured]) -> list[str]:
             problems.append(f"{what}: answered {row.status}")
         if row.answer_bytes > row.probe.max_answer:
             problems.append(f"{what}: a {row.answer_bytes:,}-byte answer")
-        if row.cpu_seconds > REQUEST_CPU_SECONDS:
+        if row.cpu_seconds > REQUEST_CPU_SECONDS * cpu_scale(WALK_HEADROOM):
             problems.append(f"{what}: {row.cpu_seconds:.2f} CPU-s")
         if row.log_bytes > LOG_BYTES:
             problems.append(f"{what}: {row.log_bytes:,} bytes of log")

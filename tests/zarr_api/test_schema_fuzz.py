@@ -46,7 +46,10 @@ def real_parameters(owner: Actor, dandiset: str, zarr_id: str) -> dict[str, str]
         format="json",
     )
     assert big.status_code == 201, big.content
+    link = owner.client.post(f"/api/zarr/{zarr_id}/read-links/", {"expires_in": 600}, format="json")
+    assert link.status_code == 201, link.content
     return {
+        "link_id": str(link.json()["id"]),
         "session_id": session_id,
         "upload": str(big.json()["upload"]),
         "identifier": dandiset,
