@@ -16,7 +16,8 @@ from botocore.utils import percent_encode
 
 from dandizarr.objectstore import sigv4
 from dandizarr.objectstore.base import content_md5_header
-from dandizarr.objectstore.s3 import GET_OVERRIDE_PARAMS, S3ObjectStore
+from dandizarr.objectstore.s3 import S3ObjectStore
+from dandizarr.objectstore.s3_presigning import GET_OVERRIDE_PARAMS
 
 KEYS = ["zarr/abc/0/1", "zarr/x y/\u00e9+%~!*'()/\U0001f600", "a//b", "k?x=1#f", ".checksum"]
 
