@@ -27,7 +27,6 @@ import random
 import signal
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -41,7 +40,8 @@ import requests
 
 from bench import profiles
 from bench.bench_sharded import make_array
-from bench.s3_env import DATABASE_SERVER_URL, cpu_seconds
+from bench.cpu_groups import cpu_by_group
+from bench.s3_env import DATABASE_SERVER_URL
 from dandizarr.client import DandizarrClient
 from tests.support.production import Production, tools_missing
 from tests.support.proxy import NginxProxy, nginx_binary
@@ -117,40 +117,7 @@ class Meter:
         """``run``'s CPU by group: each process's last sample less its first (from zero for
         one that started meanwhile), sampled every 0.2 s so that a database backend closed
         during the run (``DANDIZARR_DB_CONN_MAX_AGE``) still counts."""
-        first: dict[int, float] = {}
-        last: dict[int, float] = {}
-        group: dict[int, str] = {}
-        started = True
-
-        def sample() -> None:
-            for name, pids in self._groups().items():
-                for pid in pids:
-                    seconds = cpu_seconds([pid])
-                    if seconds == 0.0 and pid not in last:
-                        continue
-                    group[pid] = name
-                    first.setdefault(pid, seconds if started else 0.0)
-                    last[pid] = max(seconds, last.get(pid, 0.0))
-
-        sample()
-        started = False
-        stop = threading.Event()
-
-        def sampling() -> None:
-            while not stop.wait(0.2):
-                sample()
-
-        sampler = threading.Thread(target=sampling, daemon=True)
-        sampler.start()
-        try:
-            run()
-        finally:
-            stop.set()
-            sampler.join()
-        sample()
-        spent = dict.fromkeys(("web", "database", "redis", "storage", "proxy"), 0.0)
-        for pid, name in group.items():
-            spent[name] += last[pid] - first[pid]
+        _, spent = cpu_by_group(self._groups, run)
         return Spent(label, reads, **spent)
 
 

@@ -26,7 +26,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -40,7 +39,8 @@ import psycopg
 import zarr
 from zarr.storage import MemoryStore
 
-from bench.s3_env import DATABASE_SERVER_URL, cpu_seconds
+from bench.cpu_groups import cpu_by_group
+from bench.s3_env import DATABASE_SERVER_URL
 from bench.session_writer import array_data
 from dandizarr.client import DandizarrClient
 from dandizarr.client.digests import tree_checksum
@@ -154,42 +154,9 @@ class ServiceMeter:
         return sum(1 for line in text.splitlines() if "/api/" in line)
 
     def measure(self, run: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], dict[str, float]]:
-        first: dict[int, float] = {}
-        last: dict[int, float] = {}
-        group: dict[int, str] = {}
-        started = True
-
-        def sample() -> None:
-            for name, pids in self._groups().items():
-                for pid in pids:
-                    seconds = cpu_seconds([pid])
-                    if seconds == 0.0 and pid not in last:
-                        continue
-                    group[pid] = name
-                    first.setdefault(pid, seconds if started else 0.0)
-                    last[pid] = max(seconds, last.get(pid, 0.0))
-
         rows_before, requests_before = self._rows_inserted(), self._requests()
-        sample()
-        started = False
-        stop = threading.Event()
-
-        def sampling() -> None:
-            while not stop.wait(0.2):
-                sample()
-
-        sampler = threading.Thread(target=sampling, daemon=True)
-        sampler.start()
-        try:
-            result = run()
-        finally:
-            stop.set()
-            sampler.join()
-        sample()
+        result, spent = cpu_by_group(self._groups, run)
         time.sleep(1.0)  # PostgreSQL's statistics reach the views within a second or so
-        spent = dict.fromkeys(("web", "tasks", "database"), 0.0)
-        for pid, name in group.items():
-            spent[name] += last[pid] - first[pid]
         spent["rows"] = float(self._rows_inserted() - rows_before)
         spent["requests"] = float(self._requests() - requests_before)
         return result, spent
