@@ -49,6 +49,9 @@ class MetadataError(ValueError):
 # zarr.json: attributes, ome, multiscales, datasets, coordinateTransformations, scale), a
 # sharded array's codecs three per sharding level. Past this a document is refused whole.
 MAX_JSON_DEPTH = 64
+# A metadata file (``.zarray``, ``zarr.json``...) past this size is not read: no honest one
+# comes near it (the pages' archive scan, the repacking of a session's chunk files).
+MAX_METADATA_BYTES = 1 << 20
 # Codec chains: how many sharding levels (a chain inside a codec's configuration, ``codecs``
 # or ``index_codecs``) and codecs in all levels together. Real arrays shard once or twice and
 # chain a handful of codecs.

@@ -330,7 +330,7 @@ def _neuroglancer_links(client: Client, zarr_id: str) -> list[str]:
 
 def test_the_corpus_documents_are_read_whole() -> None:
     """Each document but "large"'s is under the size a scan reads (else it tests nothing)."""
-    from dandizarr_server.zarr_api.pages.arrays import MAX_METADATA_BYTES
+    from dandizarr.sharding.metadata_values import MAX_METADATA_BYTES
 
     for case, files in CORPUS.items():
         for path, data in files.items():

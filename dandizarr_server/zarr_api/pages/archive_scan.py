@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from dandizarr.ome.documents import ARRAY_V2, ATTRIBUTES_V2, GROUP_V2, NODE_V3
 from dandizarr.sharding.array_documents import MetadataError, parse_document
+from dandizarr.sharding.metadata_values import MAX_METADATA_BYTES
 from dandizarr_server.zarr_api.pages.arrays import (
     MAX_DIRECTORIES,
-    MAX_METADATA_BYTES,
     ArrayInfo,
     describe_document,
 )

@@ -40,7 +40,6 @@ MAX_ARRAYS = 24
 # stops at the deadline (pages.reader.ArchiveFiles).
 MAX_PREVIEW_CHUNKS = 1024
 MAX_PREVIEW_DECODED_BYTES = 64 << 20
-MAX_METADATA_BYTES = 1 << 20
 
 
 class Unsupported(MetadataError):

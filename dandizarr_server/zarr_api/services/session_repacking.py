@@ -38,6 +38,7 @@ from dandizarr.sharding.archive_packing import (
     plan_shards,
 )
 from dandizarr.sharding.archive_packing.plans import ShardPlan
+from dandizarr.sharding.metadata_values import MAX_METADATA_BYTES
 from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import Batch, Shard, ShardMember, ZarrArchive
 from dandizarr_server.zarr_api.runtime.crash import crash_point
@@ -100,6 +101,8 @@ def _layouts(archive: ZarrArchive, paths: Sequence[str]) -> list[ShardLayout]:
             try:
                 where = stored_bytes(archive, path)
             except NotFound:
+                continue
+            if where.size > MAX_METADATA_BYTES:  # not an array's metadata; not read
                 continue
             metadata[path] = store.get_range(where.key, where.offset, where.offset + where.size)
     layouts = []
