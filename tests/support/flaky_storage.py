@@ -29,8 +29,11 @@ class FlakyStorage:
         # Ranged GETs (their ``Range`` starting past 0) whose answer is cut after half its
         # body: the status and the whole Content-Length sent, then the connection closed.
         self.cut_ranged_gets = 0
-        # Ranged GETs (past 0, as above) refused as expired (403), before any is cut.
+        # The next objects whose first ranged GET (past 0, as above) is refused as expired
+        # (403), before any is cut: one refusal an object, as a URL that expired is refused
+        # and the fresh one the client asks for is not.
         self.expire_ranged_gets = 0
+        self._expired_keys: set[str] = set()
         # The key and Range header of every GET (None: the whole object), in arrival order.
         self.get_ranges: list[tuple[str, str | None]] = []
         # Key suffixes whose first PUT is refused as expired.
@@ -93,10 +96,17 @@ class FlakyStorage:
             def do_GET(self) -> None:
                 asked = self.headers.get("Range")
                 with outer._lock:
-                    outer.get_ranges.append((self.path.split("?", 1)[0], asked))
+                    key = self.path.split("?", 1)[0]
+                    outer.get_ranges.append((key, asked))
                     failure = outer.get_failures.pop(0) if outer.get_failures else None
                     ranged = bool(asked and not asked.startswith("bytes=0-"))
-                    if failure is None and ranged and outer.expire_ranged_gets:
+                    if (
+                        failure is None
+                        and ranged
+                        and outer.expire_ranged_gets
+                        and key not in outer._expired_keys
+                    ):
+                        outer._expired_keys.add(key)
                         outer.expire_ranged_gets -= 1
                         failure = 403
                     cut = bool(failure is None and ranged and outer.cut_ranged_gets)
