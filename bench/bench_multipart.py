@@ -36,7 +36,7 @@ from dandizarr.client.models import RemoteFile
 from dandizarr.client.ranged_gets import RangedDownloads, RangeSlots, fetch_ranged
 from dandizarr.client.retry import RetryCounter, RetryPolicy
 from dandizarr.client.storage_gets import Connections
-from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr.objectstore.multipart import composite_etag, part_ranges
 from dandizarr.objectstore.s3 import S3ObjectStore
 from tests.support.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3

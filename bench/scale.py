@@ -40,15 +40,15 @@ from typing import Any
 import psycopg
 import requests
 
-from bench.bench_s3_packed import (
+from bench.packed_uploads import (
     MILLION,
     SCALE_FILES,
     Service,
-    _phases,
-    _source,
     array_paths,
     browse_ms,
     objects,
+    packed_source,
+    phase_times,
     seaweed_service,
     upload,
 )
@@ -427,7 +427,7 @@ def _describe(run: dict[str, Any], written: str) -> str:
         f"{peaks}, client {run['client_mb']:.0f} MB; {run['counts']['zarr']} loose + "
         f"{run['counts']['zarr_shards']} shard objects; checksum {run['server_checksum']} "
         f"verified; browse {run['chunk']} {run['file_ms']:.1f} ms; client phases "
-        f"{_phases(run)}; CPU seconds: client {run['client_user']:.1f} user + "
+        f"{phase_times(run)}; CPU seconds: client {run['client_user']:.1f} user + "
         f"{run['client_system']:.1f} system, service {run['service_cpu']:.1f}\n"
         f"     service CPU-s per pack batch ({len(run['per_batch'])} full batches measured): "
         f"median {run['all']:.2f}, first {EDGE_BATCHES} {run['early']:.2f}, last "
@@ -458,14 +458,14 @@ def part_d(tmp: Path) -> None:
         f"draft's; {cpu_load()}",
         flush=True,
     )
-    small_src, small_written = _source(
+    small_src, small_written = packed_source(
         tmp, f"d{MILLION}", MILLION, os.environ.get("BENCH_PACKED_SOURCE")
     )
     smalls: list[dict[str, Any]] = []
     large: dict[str, Any] = {}
 
     def run_large() -> None:
-        large_src, large_written = _source(
+        large_src, large_written = packed_source(
             tmp, f"d{SCALE_FILES}", SCALE_FILES, os.environ.get("BENCH_SCALE_SOURCE")
         )
         large.update(_one_run(tmp, SCALE_FILES, large_src, f"d{SCALE_FILES}"))

@@ -7,15 +7,22 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import psycopg
 
 from bench.s3_env import cpu_seconds
-from tests.support.production import child_pids
+from tests.support.production import Production, child_pids
+from tests.support.proxy import NginxProxy
+from tests.support.seaweedfs import SeaweedS3
 
-if TYPE_CHECKING:
-    from bench.load.run import Stack
+
+class Stack(Protocol):
+    """The processes a load run samples (``bench.load.run.Stack`` is one)."""
+
+    deployment: Production
+    proxy: NginxProxy | None
+    s3: SeaweedS3
 
 
 def where_the_time_goes(raw: Path, what: str, top: int = 12) -> str:

@@ -7,11 +7,9 @@ prints the summary.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
-from dandizarr.client.results import UploadResult
 from dandizarr.client.upload_types import DEFAULT_CHECKSUM_TIMEOUT
 from dandizarr.commands import Subparsers
 from dandizarr.commands.connection import (
@@ -23,6 +21,7 @@ from dandizarr.commands.connection import (
     positive_int,
 )
 from dandizarr.commands.errors import CommandError
+from dandizarr.commands.upload_report import report
 
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
@@ -201,26 +200,3 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
         )
     return report(args, result)
-
-
-def report(args: argparse.Namespace, result: UploadResult) -> int:
-    """Print the summary (and what went wrong); the exit status."""
-    if args.json:
-        print(json.dumps(result.to_json(), indent=2))
-    else:
-        print(result.summary())
-    if result.changed_files:
-        shown = ", ".join(result.changed_files[:5])
-        more = f" and {len(result.changed_files) - 5} more" if len(result.changed_files) > 5 else ""
-        print(
-            f"dandizarr: {len(result.changed_files)} files changed on disk during the upload and "
-            f"were not uploaded: {shown}{more}; run the upload again to send their new content",
-            file=sys.stderr,
-        )
-    elif result.server_checksum != result.expected_checksum:
-        print(
-            f"dandizarr: checksum mismatch: the server holds {result.server_checksum}, the "
-            f"local files give {result.expected_checksum}",
-            file=sys.stderr,
-        )
-    return 0 if result.ok else 1

@@ -7,7 +7,7 @@ import argparse
 
 from dandizarr.commands.connection import client_errors, json_errors, make_client, make_progress
 from dandizarr.commands.errors import CommandError
-from dandizarr.commands.upload import report
+from dandizarr.commands.upload_report import report
 
 # Options of a local upload that mean nothing for a URL (the flag, and why).
 _LOCAL_ONLY = {

@@ -29,10 +29,9 @@ from dandizarr.objectstore.base import (
     ObjectNotFound,
     ObjectStore,
     PreconditionFailed,
-    check_md5_hex,
-    strip_etag,
     validate_range,
 )
+from dandizarr.objectstore.digests import check_md5_hex, strip_etag
 from dandizarr.objectstore.local_files import (
     TEMP_PREFIX,
     BadDigest,

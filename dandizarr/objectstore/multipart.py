@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from dandizarr.objectstore.base import check_md5_hex
+from dandizarr.objectstore.digests import check_md5_hex
 
 MIB = 1 << 20
 GiB = 1 << 30

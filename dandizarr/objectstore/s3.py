@@ -20,11 +20,10 @@ from dandizarr.objectstore.base import (
     ObjectInfo,
     ObjectStore,
     ObjectStoreError,
-    content_md5_header,
     range_header,
-    strip_etag,
     validate_range,
 )
+from dandizarr.objectstore.digests import content_md5_header, strip_etag
 from dandizarr.objectstore.multipart import UnfinishedUpload, UploadedPart
 from dandizarr.objectstore.s3_errors import (
     NOT_FOUND_CODES,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from dandizarr.objectstore.base import strip_etag
+from dandizarr.objectstore.digests import strip_etag
 from dandizarr.objectstore.errors import (
     InvalidRange,
     ObjectNotFound,

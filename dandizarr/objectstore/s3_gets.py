@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 from botocore.httpsession import URLLib3Session
 from urllib3.exceptions import HTTPError
 
-from dandizarr.objectstore.base import strip_etag
+from dandizarr.objectstore.digests import strip_etag
 from dandizarr.objectstore.errors import (
     InvalidRange,
     ObjectNotFound,

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from dandizarr.objectstore.base import ObjectNotFound, ObjectStoreError, strip_etag
+from dandizarr.objectstore.base import ObjectNotFound, ObjectStoreError
+from dandizarr.objectstore.digests import strip_etag
 from dandizarr.objectstore.multipart import UnfinishedUpload, UploadedPart
 from dandizarr.objectstore.s3_errors import error_code, error_status, translate_error
 

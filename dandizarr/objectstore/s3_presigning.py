@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dandizarr.objectstore import sigv4
-from dandizarr.objectstore.base import ObjectStoreError, content_md5_header
+from dandizarr.objectstore.base import ObjectStoreError
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr.objectstore.user_bytes import S3_GET_OVERRIDES
 
 if TYPE_CHECKING:

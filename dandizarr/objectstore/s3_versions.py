@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from dandizarr.objectstore.base import DELETE_BATCH_SIZE, ObjectStoreError, strip_etag
+from dandizarr.objectstore.base import DELETE_BATCH_SIZE, ObjectStoreError
+from dandizarr.objectstore.digests import strip_etag
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
-from dandizarr.objectstore.base import check_md5_hex
+from dandizarr.objectstore.digests import check_md5_hex
 
 # Query parameter names.
 EXPIRES = "expires"

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from dandizarr.objectstore import ObjectInfo, ObjectStoreError, signing
-from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr.objectstore.keys import RESERVED_PREFIX, SIDECAR_PREFIX
 from dandizarr.objectstore.local import (
     TEMP_PREFIX,

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from dandizarr.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
-from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr.objectstore.multipart import (
     MAX_OBJECT,
     MAX_PARTS,

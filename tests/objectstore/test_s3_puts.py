@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from dandizarr.objectstore import ObjectInfo, ObjectStoreError
-from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr.objectstore.s3 import S3ObjectStore, _http_session
 from dandizarr.objectstore.s3_puts import (
     EXPECT_CONTINUE_FROM,

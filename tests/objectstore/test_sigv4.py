@@ -15,7 +15,7 @@ from botocore.credentials import Credentials as BotoCredentials
 from botocore.utils import percent_encode
 
 from dandizarr.objectstore import sigv4
-from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr.objectstore.s3 import S3ObjectStore
 from dandizarr.objectstore.s3_presigning import GET_OVERRIDE_PARAMS
 

@@ -15,7 +15,8 @@ from dandizarr.objectstore import (
     ObjectStore,
     PreconditionFailed,
 )
-from dandizarr.objectstore.base import LISTED_PER_RANGE, content_md5_header
+from dandizarr.objectstore.base import LISTED_PER_RANGE
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr.objectstore.local import LocalObjectStore
 from dandizarr.objectstore.s3 import S3ObjectStore
 from dandizarr.sharding.store import ObjectStoreKV, VersionMismatch

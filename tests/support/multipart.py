@@ -9,7 +9,7 @@ from typing import Any
 import requests
 from rest_framework.test import APIClient
 
-from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr.objectstore.multipart import MAX_OBJECT, MIB, part_count, part_ranges, part_size
 
 # Tests' threshold and part size: S3's (and moto's, and SeaweedFS's) smallest part is 5 MiB.

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_audit import archive_audit_report

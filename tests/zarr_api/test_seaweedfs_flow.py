@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from dandizarr.objectstore import ListingOrderError
-from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.services.audit import archive_audit

@@ -14,7 +14,7 @@ import pytest
 import requests
 from django.utils import timezone
 
-from dandizarr.objectstore.base import content_md5_header
+from dandizarr.objectstore.digests import content_md5_header
 from dandizarr.objectstore.multipart import part_ranges
 from dandizarr_server.zarr_api.domain.keys import SHARDS_ROOT, session_prefix
 from dandizarr_server.zarr_api.models import Batch, MultipartUpload, WriteSession

@@ -26,7 +26,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.http import http_date, parse_http_date_safe
 
-from dandizarr.objectstore.base import strip_etag
+from dandizarr.objectstore.digests import strip_etag
 from dandizarr_server.zarr_api.models import ZarrArchive
 
 IMMUTABLE = "public, max-age=31536000, immutable"

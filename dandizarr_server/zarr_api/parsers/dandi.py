@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from dandizarr.objectstore.base import md5_hex_from_content_md5
+from dandizarr.objectstore.digests import md5_hex_from_content_md5
 from dandizarr_server.zarr_api.domain.declarations import FileDeclaration
 from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.parsers.problems import (

@@ -16,7 +16,7 @@ from django.http import (
 )
 
 from dandizarr.objectstore import ObjectNotFound, PreconditionFailed
-from dandizarr.objectstore.base import strip_etag
+from dandizarr.objectstore.digests import strip_etag
 from dandizarr.objectstore.user_bytes import user_bytes_headers
 from dandizarr_server.zarr_api.edge.byte_ranges import Unsatisfiable, parse_range
 from dandizarr_server.zarr_api.edge.cache_headers import (

@@ -16,7 +16,8 @@ from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBas
 from django.views.decorators.csrf import csrf_exempt
 
 from dandizarr.objectstore import ObjectNotFound, ObjectStoreError
-from dandizarr.objectstore.base import StorageFull, md5_hex_from_content_md5
+from dandizarr.objectstore.base import StorageFull
+from dandizarr.objectstore.digests import md5_hex_from_content_md5
 from dandizarr.objectstore.local import BadDigest, InvalidKey, LocalObjectStore
 from dandizarr.objectstore.signing import Verdict, Verified
 from dandizarr.objectstore.user_bytes import BYTES_TYPE, user_bytes_headers
