@@ -38,6 +38,11 @@ def mark_embedded() -> None:
     os.environ[EMBEDDED_VARIABLE] = "1"
 
 
+# The admin's API token, in the data directory: written by `bootstrap_admin`, named on the home
+# page to whoever may see the server's paths.
+ADMIN_TOKEN_FILE = "admin-token"
+
+
 def write_private_file(path: Path, text: str) -> None:
     """Write ``text`` to ``path``, readable by its owner alone: the one way the service keeps a
     secret in a file (the secret key, the admin's token and password).

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_safe
 from dandizarr.objectstore import ObjectStoreError
 from dandizarr.objectstore.user_bytes import INERT_HEADERS
 from dandizarr_server import client_wheel
+from dandizarr_server.embedded import ADMIN_TOKEN_FILE
 from dandizarr_server.zarr_api.domain.paths import directory_problem
 from dandizarr_server.zarr_api.edge.exceptions import (
     DomainError,
@@ -96,7 +97,7 @@ def home(request: HttpRequest) -> HttpResponse:
             "service_url": _service_url(request),
             "client_wheel_url": _service_url(request)
             + reverse("client-wheel", args=[client_wheel.wheel_name()]),
-            "token_path": settings.DATA_DIR / "admin-token"
+            "token_path": settings.DATA_DIR / ADMIN_TOKEN_FILE
             if _sees_server_paths(request)
             else None,
             "dandisets": dandisets,

@@ -11,10 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from rest_framework.authtoken.models import Token
 
-from dandizarr_server.embedded import write_private_file
+from dandizarr_server.embedded import ADMIN_TOKEN_FILE, write_private_file
 
 ADMIN_USERNAME = "admin"
-TOKEN_FILE = "admin-token"
 PASSWORD_FILE = "admin-password"
 
 
@@ -30,7 +29,7 @@ class Command(BaseCommand):
             username=ADMIN_USERNAME, defaults={"is_staff": True, "is_superuser": True}
         )
         token, _ = Token.objects.get_or_create(user=user)
-        token_path = settings.DATA_DIR / TOKEN_FILE
+        token_path = settings.DATA_DIR / ADMIN_TOKEN_FILE
         write_private_file(token_path, token.key)
         password_path = settings.DATA_DIR / PASSWORD_FILE
         new_password = None
