@@ -154,7 +154,9 @@ class SessionRules:
 
     def begin(self) -> str:
         if len(self.open) >= MAX_OPEN:
-            return self.expire() if any(s.crashed for s in self.open) else self.commit()
+            return self.walk.instead(
+                self.expire if any(s.crashed for s in self.open) else self.commit
+            )
         answer = ok(self._request("POST", "sessions/"), 201).json()
         assert answer["state"] == "open", answer
         self.begun += 1
@@ -168,7 +170,7 @@ class SessionRules:
     def write(self) -> str:
         session = self._writing()
         if session is None:
-            return self.begin()
+            return self.walk.instead(self.begin)
         # Not where the draft (less the session's deletions) or the session's own files have
         # a file above or below: the service refuses those at once (or at the commit). Nor
         # where the draft has a directory the session emptied: the service refuses a file
@@ -196,7 +198,7 @@ class SessionRules:
     def delete(self) -> str:
         session = self._writing()
         if session is None:
-            return self.begin()
+            return self.walk.instead(self.begin)
         view = sorted(session.view())
         directories = sorted(directories_above(view))
         if directories and self.rng.random() < 0.4:
@@ -217,7 +219,7 @@ class SessionRules:
     def commit(self) -> str:
         session = self._writing()
         if session is None:
-            return self.begin()
+            return self.walk.instead(self.begin)
         conflicts = self._conflicts(session)
         answer = self._request("POST", f"sessions/{session.session_id}/commit/")
         if conflicts:
@@ -258,7 +260,7 @@ class SessionRules:
     def abort(self) -> str:
         session = self._writing()
         if session is None:
-            return self.begin()
+            return self.walk.instead(self.begin)
         ok(self._request("DELETE", f"sessions/{session.session_id}/"), 204)
         self.open.remove(session)
         self.ended.append(session)
@@ -274,14 +276,14 @@ class SessionRules:
     def crash(self) -> str:
         session = self._writing()
         if session is None:
-            return self.begin()
+            return self.walk.instead(self.begin)
         session.crashed = True
         return f"session {session.name}'s writer crashes (the session left open)"
 
     def expire(self) -> str:
         crashed = [s for s in self.open if s.crashed]
         if not crashed:
-            return self.crash()
+            return self.walk.instead(self.crash)
         self.h.expire([s.session_id for s in crashed])
         for session in crashed:
             self.open.remove(session)

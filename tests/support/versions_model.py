@@ -124,6 +124,9 @@ class VersionsWalk:
         self.model = Model()
         self.steps: list[str] = []
         self.count = 0
+        self.ran: set[str] = set()  # the rules drawn so far, by name
+        self.left = 0  # the steps ``run`` has still to take
+        self.fell_back = False  # the rule drawn gave way to another (``instead``)
         self.sessions = (
             SessionRules(self, harness.sessions, PATHS, session_weight)
             if harness.sessions is not None
@@ -139,13 +142,27 @@ class VersionsWalk:
     # --- driving ---------------------------------------------------------------------------
 
     def run(self, steps: int) -> Model:
+        """``steps`` rules drawn by weight; a walk long enough to run every rule once runs each
+        (the last steps go to the rules not yet drawn), and says so: a rare rule that never
+        runs would prove nothing while the walk passed."""
         self.log(f"versions model walk: seed {self.seed}, {steps} steps, archive {self.zarr_id}")
+        self.left = steps
         for _ in range(steps):
             self.step()
+            self.left -= 1
+        rules = {_name(rule) for _, rule in self.rules()}
+        if steps >= len(rules):
+            assert rules <= self.ran, f"rules that never ran: {sorted(rules - self.ran)}"
         return self.model
 
-    def step(self) -> None:
-        rules: list[tuple[int, Callable[[], str]]] = [
+    def instead(self, rule: Callable[[], str]) -> str:
+        """Another rule in the place of the one drawn, which cannot act in this state (that
+        one has not run)."""
+        self.fell_back = True
+        return rule()
+
+    def rules(self) -> list[tuple[int, Callable[[], str]]]:
+        return [
             (6, self.upload),
             (3, self.delete),
             (1, self.cancel),
@@ -159,10 +176,21 @@ class VersionsWalk:
             (1, self.expire_upload_urls),
             *(self.sessions.rules() if self.sessions is not None else []),
         ]
+
+    def step(self) -> None:
+        rules = self.rules()
+        unseen = [(w, r) for w, r in rules if _name(r) not in self.ran]
+        if unseen and self.left <= 2 * len(unseen):
+            # Few steps left for the rules that never ran: those (twice as many steps as them,
+            # as one may have to give way to another first: a delete of an empty draft).
+            rules = unseen
         rule = self.rng.choices([r for _, r in rules], weights=[w for w, _ in rules])[0]
         self.count += 1
+        self.fell_back = False
         try:
             self.steps.append(f"{self.count}: {rule()}")
+            if not self.fell_back:
+                self.ran.add(_name(rule))
             self.log(f"  step {self.steps[-1]}")
             self.check()
         except AssertionError as error:
@@ -201,7 +229,7 @@ class VersionsWalk:
 
     def delete(self) -> str:
         if not self.model.draft:
-            return self.upload()
+            return self.instead(self.upload)
         paths = self.rng.sample(
             sorted(self.model.draft), self.rng.randint(1, min(3, len(self.model.draft)))
         )
@@ -275,7 +303,7 @@ class VersionsWalk:
 
     def publish(self) -> str:
         if len(self.model.versions) >= self.max_versions:
-            return self.reset()
+            return self.instead(self.reset)
         answer = self._post(f"/api/dandisets/{self.dandiset}/versions/draft/publish/")
         name = str(answer.json()["version"])
         number = len(self.model.versions) + 1
@@ -288,7 +316,7 @@ class VersionsWalk:
 
     def reset(self) -> str:
         if not self.model.versions:
-            return self.publish()
+            return self.instead(self.publish)
         version = self.rng.choice(self.model.versions)
         self._post(f"/api/zarr/{self.zarr_id}/versions/{version.number}/reset/", expected=202)
         self.settle()
@@ -312,7 +340,7 @@ class VersionsWalk:
 
     def unembargo(self) -> str:
         if not self.model.private:
-            return self.upload()
+            return self.instead(self.upload)
         self._post(f"/api/dandisets/{self.dandiset}/unembargo/", expected=202)
 
         def released() -> bool:
@@ -390,6 +418,10 @@ class VersionsWalk:
             return bool(shown["checksum_status"] == "complete" and not shown["packing"])
 
         self.h.wait(settled, "the draft's changes to be applied")
+
+
+def _name(rule: Callable[[], str]) -> str:
+    return rule.__qualname__  # "VersionsWalk.delete", "SessionRules.delete"
 
 
 def _put(url: str, body: bytes) -> None:
