@@ -13,7 +13,6 @@ reading no user metadata. A route added to the project and not here fails the wa
 from __future__ import annotations
 
 import json
-import resource
 import signal
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from django.test import Client
 
 from tests.support.api import Actor, create_archive, upload
 from tests.support.cost_bounds import cpu_scale
+from tests.support.peak_memory import peak_growth
 from tests.support.routes import project_routes, route_url
 
 # The CPU one anonymous request may cost (this process's CPU time, every thread: the view, its
@@ -276,10 +276,6 @@ def hang_alarm() -> Iterator[None]:
     signal.signal(signal.SIGALRM, previous)
 
 
-def _peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def _directories(files: dict[str, bytes]) -> list[str]:
     found = {p.rpartition("/")[0] for p in files if "/" in p}
     return sorted(found)
@@ -353,27 +349,26 @@ def test_hostile_metadata_on_every_anonymous_read_route(
     zarr_id = create_archive(owner, dandiset, f"{case}.zarr", layout="loose")
     assert upload(owner.client, zarr_id, files).status_code == 200
     anonymous = Client()
-    before = _peak_rss()
-    seen: dict[str, int] = {}
-    slow: list[str] = []
-    walked: set[str] = set()
-    for name, url in _walk_urls(zarr_id, files):
-        response, seconds = _get(anonymous, url)
-        walked.add(name)
-        assert response.status_code < 500, (url, response.status_code, response.content[:500])
-        if response.status_code >= 400 and response.get("Content-Type", "").startswith("app"):
-            assert response.json().get("detail"), (url, response.content[:300])
-        if seconds > REQUEST_CPU_SECONDS * cpu_scale():
-            slow.append(f"{url}: {seconds:.2f} CPU-s")
-        seen[url] = response.status_code
-    for link in _neuroglancer_links(anonymous, zarr_id):
-        walked.add("neuroglancer-viewer")
-        response, seconds = _get(anonymous, link.split("#", 1)[0])
-        assert response.status_code < 500, (link[:200], response.status_code)
-        assert len(link) < 1 << 20, "a viewer link is bounded"
-    growth = _peak_rss() - before
+    with peak_growth() as grown:
+        seen: dict[str, int] = {}
+        slow: list[str] = []
+        walked: set[str] = set()
+        for name, url in _walk_urls(zarr_id, files):
+            response, seconds = _get(anonymous, url)
+            walked.add(name)
+            assert response.status_code < 500, (url, response.status_code, response.content[:500])
+            if response.status_code >= 400 and response.get("Content-Type", "").startswith("app"):
+                assert response.json().get("detail"), (url, response.content[:300])
+            if seconds > REQUEST_CPU_SECONDS * cpu_scale():
+                slow.append(f"{url}: {seconds:.2f} CPU-s")
+            seen[url] = response.status_code
+        for link in _neuroglancer_links(anonymous, zarr_id):
+            walked.add("neuroglancer-viewer")
+            response, seconds = _get(anonymous, link.split("#", 1)[0])
+            assert response.status_code < 500, (link[:200], response.status_code)
+            assert len(link) < 1 << 20, "a viewer link is bounded"
     assert slow == [], f"cost too much: {slow}"
-    assert growth < GROWTH_BYTES, f"the process grew by {growth >> 20} MiB"
+    assert grown.bytes < GROWTH_BYTES, f"the process grew by {grown.bytes >> 20} MiB"
     assert walked >= {n for n, how in ROUTES.items() if how == WALKED} - {"neuroglancer-viewer"}
     # The page answers, and each hostile plain array is a clear "no preview" (an OME image's
     # levels are no plain arrays: their previews are the image's).
