@@ -6,10 +6,10 @@ a big piece of work handed back to the system afterwards. The one home of both
 - Two arenas (``MALLOC_ARENA_MAX``): glibc gives threads that allocate at once arenas of their
   own, up to 8 per core, and memory freed stays with its arena. Python's small objects come
   from its own allocator under the GIL, so few arenas cost no contention.
-- A fixed mmap threshold of 128 KiB (``MALLOC_MMAP_THRESHOLD_``): blocks that big (a request's
-  body, the text and lists of a parsed 100,000-member pack batch) get pages of their own,
-  returned when freed. glibc's default raises the threshold to the largest block freed (up to
-  32 MiB), after which such blocks are carved from the heap and leave holes there.
+- A fixed mmap threshold (``MALLOC_MMAP_THRESHOLD_``): big blocks (a request's body, the
+  text and lists of a parsed pack batch) get pages of their own, returned when freed. glibc's
+  default raises the threshold to the largest block freed, after which such blocks are carved
+  from the heap and leave holes there.
 - ``release_freed_memory`` (``malloc_trim``) after a tree update and after a request with a big
   body: the pages wholly free inside the heap go back to the system. Without it, memory a
   batch freed stays resident in partly used heaps, and the next batch's peak starts from there.
@@ -20,7 +20,7 @@ An operator's environment wins: a parameter whose variable is set is left to gli
 And Python's cyclic garbage collector: ``freeze_startup_objects`` leaves what a process made
 before its first request or task (modules, Django's and boto3's models: most of its heap) out
 of the collector's full passes, which walked all of it each time a pack batch's start or tree
-update made many objects (a Celery worker's full pass: about 95 ms; docs/performance.md).
+update made many objects (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -65,8 +65,8 @@ def _build_the_store(sender: Any = None, **kwargs: Any) -> None:
 @signals.worker_process_init.connect
 def _freeze_startup_objects(sender: Any = None, **kwargs: Any) -> None:
     """What a worker made before its first task (Django, boto3's models, the store) left out of
-    the garbage collector's full passes, as a web worker's is: the collector was 12-16% of a
-    Celery worker's CPU in a packed upload, each full pass walking that heap (about 95 ms).
+    the garbage collector's full passes, as a web worker's is: each full pass walked that heap,
+    a large share of a Celery worker's CPU in a packed upload (docs/performance.md).
     ``worker_ready``: the solo pool, whose tasks run in this process; ``worker_process_init``:
     each child of the prefork pool."""
     freeze_startup_objects()

@@ -3,8 +3,8 @@ slow clients cut off (``dandizarr_server.gunicorn_worker``).
 
 A reply's headers and body are written in separate ``send`` calls (gunicorn, like Django's
 development server and ``wsgiref``). With Nagle's algorithm on, the body would wait for the
-client to acknowledge the headers, which clients delay by up to 40 ms: every API call took
-~45 ms instead of ~2 ms. gunicorn sets TCP_NODELAY on its listening socket, and Linux hands it
+client to acknowledge the headers, which clients delay (delayed ACKs): every API call would
+wait for that. gunicorn sets TCP_NODELAY on its listening socket, and Linux hands it
 on to every accepted connection; ``NoDelayMixin`` does the same for Django's servers (the tests'
 live service).
 """
@@ -109,7 +109,7 @@ def _start_background_work(worker: Any) -> None:
     bound and the periodic sweeps Celery beat would send started, then the worker made
     ready as gunicorn's are."""
     if settings.DANDIZARR_TASKS_IN_BACKGROUND:
-        current_app.finalize()  # binds every task: 20 ms the first tree update would wait
+        current_app.finalize()  # binds every task: what the first tree update would wait for
         start_periodic_tasks(settings.CELERY_BEAT_SCHEDULE)
     prepare_web_worker()
 
@@ -119,8 +119,8 @@ def prepare_web_worker() -> None:
     (``dandizarr serve``'s worker and each of gunicorn's, ``dandizarr_server.wsgi``):
     - the store built and its threads started (an S3 client loads boto3's service model and
       endpoint rules);
-    - the URLconf imported, and every view with it (90 ms of the first request; with 4
-      gunicorn workers, the first request of each paid it);
+    - the URLconf imported, and every view with it (the first request of each gunicorn
+      worker paid it);
     - then what exists frozen: the objects made at startup (modules, Django's and boto3's
       models: most of the heap) left out of the garbage collector's full passes, which walked
       all of them each time a request or a tree update made many objects."""

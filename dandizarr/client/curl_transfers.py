@@ -1,10 +1,11 @@
 """Many storage PUTs at once from one thread, on libcurl's multi interface (pycurl).
 
-Threads over ``requests`` spend about 1 ms of CPU per small PUT (building the request, the
-connection pool, the GIL handed between 32 threads); libcurl does the HTTP in C and one Python
-thread only hands it the next requests and reads the results: about 0.1 ms per PUT, which on a
-small machine is the CPU the storage server needs for itself. Connections are kept alive and
-reused across requests (one curl handle per slot, each with its connection).
+Threads over ``requests`` spend much of a small PUT's CPU building the request, in the
+connection pool and handing the GIL between 32 threads; libcurl does the HTTP in C and one
+Python thread only hands it the next requests and reads the results, a tenth of that CPU
+(docs/measurements.md), which on a small machine is the CPU the storage server needs.
+Connections are kept alive and reused across requests (one curl handle per slot, each with its
+connection).
 
 The engine knows HTTP only: what a status means for an upload is the caller's to decide.
 """

@@ -1,11 +1,11 @@
 """A faster parser for S3's ListObjectsV2 replies, plugged into botocore.
 
-botocore parses every reply through its generic model-driven XML parser, which for a page of
-1,000 keys costs ~20 ms (every field walked through the shape model, every timestamp through
-dateutil): the largest share of a batch's completion, which lists the batch's key range to
-verify it. This parser reads the few fields the store uses with ElementTree, and hands every
-other operation, and every error reply, to botocore's own parser. Transport, signing, retries
-and the decoding of URL-encoded keys stay botocore's.
+botocore parses every reply through its generic model-driven XML parser, which walks every field
+through the shape model and every timestamp through dateutil: the largest share of a batch's
+completion, which lists the batch's key range to verify it (docs/performance.md). This parser
+reads the few fields the store uses with ElementTree, and hands every other operation, and every
+error reply, to botocore's own parser. Transport, signing, retries and the decoding of
+URL-encoded keys stay botocore's.
 """
 
 from __future__ import annotations

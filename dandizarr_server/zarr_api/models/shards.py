@@ -48,7 +48,7 @@ class ShardMember(models.Model):
 
     # No index of its own: the unique (archive, path) index serves every look-up by archive, and
     # with a second one PostgreSQL probed a path by the archive alone where its statistics took
-    # a growing archive for a small one (every member read, each look-up: issue #39).
+    # a growing archive for a small one (every member read, each look-up; docs/performance.md).
     archive = models.ForeignKey(
         ZarrArchive, on_delete=models.CASCADE, related_name="members", db_index=False
     )

@@ -33,8 +33,8 @@ class MemberLocation:
 # look-up's cost is its paths', never the archive's. PostgreSQL is told so in the query itself
 # (one LIMIT 1 probe per path): given ``archive_id = %s AND path IN (...)`` it chose from its
 # statistics, and a growing archive's are stale (autovacuum lags behind a table that grows by
-# 100,000 rows a batch, or is off): it scanned every member of the archive for each list, and
-# a 10,000,000-file upload took 31x the time of 1,000,000 (docs/performance.md).
+# a pack batch's rows at a time, or is off): it scanned every member of the archive for each
+# list, and an upload's time grew with the square of its files (docs/performance.md).
 PATHS_PER_QUERY = 1000
 
 _MEMBERS = ShardMember._meta.db_table

@@ -24,9 +24,9 @@ def rows_insert(
     ``model``'s table, in the caller's transaction; how many were inserted. Nothing is
     converted: values must already be what the columns hold (ints, strings, None).
 
-    SQLite runs ``executemany`` in C. psycopg sends a message per row of it, which cost an add
-    of 500 files 4 ms of CPU; PostgreSQL gets a slice's columns as arrays instead, unnested
-    into rows by the server (1.3 ms)."""
+    SQLite runs ``executemany`` in C. psycopg sends a message per row of it, the larger part
+    of an add's CPU; PostgreSQL gets a slice's columns as arrays instead, unnested into rows by
+    the server."""
     meta = model._meta
     by_name = {f.name: f for f in meta.concrete_fields}
     table = connection.ops.quote_name(meta.db_table)
@@ -53,8 +53,8 @@ def members_from_batch_files(archive_pk: int, row_ids: Iterable[int]) -> set[int
     by the database from the row (its path, shard, offset, size, md5 and slot) a slice of ids
     at a time, in the caller's transaction; the shards they are in.
 
-    The rows' values never come to Python: a pack batch's 100,000 of them, each a tuple of a
-    path, an md5 and three ints, were 25 MB of the tree update (docs/performance.md)."""
+    The rows' values never come to Python: a pack batch's tuples of a path, an md5 and three
+    ints were a large part of the tree update's memory (docs/performance.md)."""
     quote = connection.ops.quote_name
     to = ", ".join(
         _columns(ShardMember, ("archive", "path", "shard", "offset", "length", "md5", "slot"))
