@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dandizarr_server.zarr_api.models import CHANGING_STATES, Shard, ZarrArchive
-from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
+from dandizarr_server.zarr_api.models import Shard, ZarrArchive
+from dandizarr_server.zarr_api.selectors.batch_states import has_changing_batches, has_open_batch
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def archive_state(archive: ZarrArchive) -> ArchiveState:
         upload_open = has_open_batch(archive)
     changing = getattr(archive, "has_pending_batch", None)
     if changing is None:
-        changing = archive.batches.filter(state__in=CHANGING_STATES).exists()
+        changing = has_changing_batches(archive)
     shards = getattr(archive, "live_shards", None)
     if shards is None:
         shards = archive.shards.filter(state=Shard.State.LIVE).count()

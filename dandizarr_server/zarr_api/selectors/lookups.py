@@ -18,7 +18,6 @@ from dandizarr_server.zarr_api.domain.permissions import (
 )
 from dandizarr_server.zarr_api.edge.exceptions import Conflict, NotFound, SignInRequired
 from dandizarr_server.zarr_api.models import (
-    CHANGING_STATES,
     ArchiveVersion,
     Asset,
     Batch,
@@ -30,7 +29,7 @@ from dandizarr_server.zarr_api.models import (
 from dandizarr_server.zarr_api.parsers.identifiers import parse_row_id, parse_zarr_id
 from dandizarr_server.zarr_api.selectors.archive_rows import archive_row
 from dandizarr_server.zarr_api.selectors.archive_versions import archive_version_find
-from dandizarr_server.zarr_api.selectors.open_batches import open_batches
+from dandizarr_server.zarr_api.selectors.batch_states import changing_batches, open_batches
 
 # Versions by their ids: rows that never change once made, so each is looked up once.
 _known_versions: dict[uuid.UUID, ArchiveVersion] = {}
@@ -156,9 +155,7 @@ def archives_annotated(requester: Requester | None) -> QuerySet[ZarrArchive]:
         .select_related("dandiset")
         .annotate(
             has_open_batch=Exists(open_batches(OuterRef("pk"))),
-            has_pending_batch=Exists(
-                Batch.objects.filter(archive=OuterRef("pk"), state__in=CHANGING_STATES)
-            ),
+            has_pending_batch=Exists(changing_batches(OuterRef("pk"))),
             live_shards=Coalesce(
                 Subquery(
                     Shard.objects.filter(archive=OuterRef("pk"), state=Shard.State.LIVE)

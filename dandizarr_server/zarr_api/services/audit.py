@@ -19,8 +19,8 @@ from dandizarr_server.zarr_api.selectors.archive_audit import (
     audit_basis,
     versions_verify,
 )
+from dandizarr_server.zarr_api.selectors.batch_states import has_open_batch
 from dandizarr_server.zarr_api.selectors.draft_trees import archive_tree
-from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,
     lock_tree,

@@ -18,8 +18,8 @@ from dandizarr_server.zarr_api.parsers.problems import Problem, invalid
 from dandizarr_server.zarr_api.runtime import metrics
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot, archive_snapshot
+from dandizarr_server.zarr_api.selectors.batch_states import has_open_batch
 from dandizarr_server.zarr_api.selectors.expected_uploads import declared_at
-from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,
     require_not_converting,

@@ -28,8 +28,8 @@ from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
+from dandizarr_server.zarr_api.selectors.batch_states import open_batch_find
 from dandizarr_server.zarr_api.selectors.expected_uploads import declared_files
-from dandizarr_server.zarr_api.selectors.open_batches import open_batch_find
 from dandizarr_server.zarr_api.selectors.pending_batches import next_sequence
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,

@@ -16,7 +16,7 @@ from dandizarr_server.zarr_api.edge.exceptions import Conflict, NotFound
 from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from dandizarr_server.zarr_api.runtime.crash import crash_point
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
-from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
+from dandizarr_server.zarr_api.selectors.batch_states import has_open_batch
 from dandizarr_server.zarr_api.services.archive_locks import (
     lock_archive,
 )

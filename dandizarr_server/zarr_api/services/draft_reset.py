@@ -23,7 +23,6 @@ from dandizarr_server.zarr_api.domain.keys import file_key
 from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
 from dandizarr_server.zarr_api.edge.exceptions import Conflict, ServiceUnavailable
 from dandizarr_server.zarr_api.models import (
-    CHANGING_STATES,
     ArchiveVersion,
     Batch,
     BatchFile,
@@ -33,7 +32,7 @@ from dandizarr_server.zarr_api.models import (
 from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_versions import version_changes
-from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
+from dandizarr_server.zarr_api.selectors.batch_states import has_changing_batches, has_open_batch
 from dandizarr_server.zarr_api.selectors.pending_batches import next_sequence
 from dandizarr_server.zarr_api.selectors.shard_members import MemberLocation
 from dandizarr_server.zarr_api.selectors.version_trees import version_tree
@@ -63,7 +62,7 @@ def draft_reset(*, user: Requester, archive: ZarrArchive, version: ArchiveVersio
                 code="open_batch_exists",
             )
         batch_endings_settle(archive)
-        if Batch.objects.filter(archive=archive, state__in=CHANGING_STATES).exists():
+        if has_changing_batches(archive):
             raise Conflict(
                 f"zarr archive {archive.zarr_id} has checksum updates pending; reset once its "
                 "checksum_status is complete",

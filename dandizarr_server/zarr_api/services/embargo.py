@@ -23,13 +23,14 @@ from dandizarr.objectstore.s3 import S3ObjectStore
 from dandizarr_server.zarr_api.domain.keys import checksums_prefix, files_prefix, shards_prefix
 from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
 from dandizarr_server.zarr_api.edge.exceptions import Conflict
-from dandizarr_server.zarr_api.models import Batch, Dandiset, ZarrArchive
+from dandizarr_server.zarr_api.models import Dandiset, ZarrArchive
 from dandizarr_server.zarr_api.runtime.scheduling import (
     FINISH_UNEMBARGO,
     SYNC_PUBLIC_READS,
     schedule_on_commit,
 )
 from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.selectors.batch_states import open_batches_of_dandiset
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +46,7 @@ def embargo_release(*, user: Requester, dandiset: Dandiset) -> Dandiset:
                 f"dandiset {locked.identifier} is not embargoed ({locked.embargo_status})",
                 code="dandiset_not_embargoed",
             )
-        open_upload = (
-            Batch.objects.filter(archive__dandiset=locked, state=Batch.State.OPEN)
-            .select_related("archive")
-            .first()
-        )
+        open_upload = open_batches_of_dandiset(locked).select_related("archive").first()
         if open_upload is not None:
             raise Conflict(
                 f"dandiset {locked.identifier} has an upload in progress in zarr archive "

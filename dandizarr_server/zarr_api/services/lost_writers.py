@@ -13,11 +13,12 @@ from django.contrib.auth.models import User
 
 from dandizarr_server.zarr_api.domain.permissions import user_can_write
 from dandizarr_server.zarr_api.edge.exceptions import Forbidden, NotFound
-from dandizarr_server.zarr_api.models import Batch, Dandiset
+from dandizarr_server.zarr_api.models import Dandiset
 from dandizarr_server.zarr_api.runtime.scheduling import (
     END_LOST_WRITERS_BATCHES,
     schedule_on_commit,
 )
+from dandizarr_server.zarr_api.selectors.batch_states import open_batches_of_dandiset
 from dandizarr_server.zarr_api.services.upload_batches import batch_cancel
 
 logger = logging.getLogger(__name__)
@@ -37,9 +38,11 @@ def lost_writers_batches_end(dandiset_pk: int, *user_pks: int) -> int:
     if dandiset is None:
         return 0
     ended = 0
-    batches = Batch.objects.filter(
-        archive__dandiset=dandiset, state=Batch.State.OPEN, user_id__in=user_pks
-    ).select_related("archive", "user")
+    batches = (
+        open_batches_of_dandiset(dandiset)
+        .filter(user_id__in=user_pks)
+        .select_related("archive", "user")
+    )
     for batch in batches:
         if batch.user is not None and user_can_write(batch.user, dandiset):
             continue

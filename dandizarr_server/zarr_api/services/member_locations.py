@@ -13,7 +13,7 @@ from django.db.models import F
 
 from dandizarr_server.zarr_api.models import Batch, BatchFile, Shard, ShardMember, ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
-from dandizarr_server.zarr_api.selectors.open_batches import loose_upload_paths
+from dandizarr_server.zarr_api.selectors.batch_states import loose_upload_paths
 from dandizarr_server.zarr_api.selectors.shard_members import member_rows_at, packed_paths
 from dandizarr_server.zarr_api.services.bulk_rows import (
     ROWS_PER_STATEMENT,

@@ -15,15 +15,14 @@ from dandizarr_server.zarr_api.domain.keys import VERSIONING_SINCE_KEY
 from dandizarr_server.zarr_api.domain.permissions import Requester, require_writer
 from dandizarr_server.zarr_api.edge.exceptions import Conflict, ServiceUnavailable, ValidationFailed
 from dandizarr_server.zarr_api.models import (
-    CHANGING_STATES,
     ArchiveVersion,
     Asset,
-    Batch,
     Dandiset,
     Version,
     ZarrArchive,
 )
 from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.selectors.batch_states import archives_with_changing_batches
 from dandizarr_server.zarr_api.selectors.url_lifetimes import publish_possible_after
 
 
@@ -63,13 +62,11 @@ def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:
         archives = list(
             ZarrArchive.objects.select_for_update().filter(pk__in=archive_pks).order_by("pk")
         )
-        busy = Batch.objects.filter(archive__in=archives, state__in=CHANGING_STATES).values_list(
-            "archive__zarr_id", flat=True
-        )
+        busy = archives_with_changing_batches(archives)
         if busy:
             raise Conflict(
                 "cannot publish while checksums are pending or files are being deleted in zarr "
-                f"archive(s) {', '.join(str(z) for z in sorted(set(busy)))}; try again shortly"
+                f"archive(s) {', '.join(sorted(busy))}; try again shortly"
             )
         possible_after = publish_possible_after(archives, versioning_since)
         if possible_after is not None:

@@ -13,10 +13,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from dandizarr.objectstore import ObjectInfo
-from dandizarr_server.zarr_api.models import CHANGING_STATES, Batch, BatchFile, Shard, ZarrArchive
+from dandizarr_server.zarr_api.models import Batch, Shard, ZarrArchive
 from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
+from dandizarr_server.zarr_api.selectors.batch_states import has_changing_batches, open_batch_paths
 from dandizarr_server.zarr_api.selectors.pending_batches import next_sequence
 from dandizarr_server.zarr_api.selectors.shard_members import packed_paths
 from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5s
@@ -50,7 +51,7 @@ def batch_reconcile(batch_pk: int) -> bool:
         batch = Batch.objects.get(pk=batch_pk)
         if batch.reconcile_after is None:
             return True
-        if Batch.objects.filter(archive=archive, state__in=CHANGING_STATES).exists():
+        if has_changing_batches(archive):
             return False
         drift = (
             _shard_drift(batch) if batch.kind == Batch.Kind.PACK else _file_drift(archive, batch)
@@ -77,11 +78,7 @@ def due_batches_reconcile() -> int:
 def _file_drift(archive: ZarrArchive, batch: Batch) -> Drift:
     drift = Drift()
     # Keys an open batch declares are checked when it completes (or by its own reconcile).
-    in_flight = set(
-        BatchFile.objects.filter(batch__archive=archive, batch__state=Batch.State.OPEN).values_list(
-            "path", flat=True
-        )
-    )
+    in_flight = open_batch_paths(archive)
     paths = [p for p in batch.files.values_list("path", flat=True) if p not in in_flight]
     prefix = archive.storage_prefix
     heads = get_store().head_many([prefix + p for p in paths])

@@ -20,7 +20,7 @@ from dandizarr_server.zarr_api.models import (
 )
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_snapshot
-from dandizarr_server.zarr_api.selectors.open_batches import loose_upload_paths
+from dandizarr_server.zarr_api.selectors.batch_states import loose_upload_paths
 from dandizarr_server.zarr_api.services.session_repacking import session_batch_repack
 from dandizarr_server.zarr_api.services.write_sessions import session_end, staged_objects_delete
 

@@ -18,8 +18,12 @@ from dandizarr_server.zarr_api.models import Batch, ZarrArchive
 from dandizarr_server.zarr_api.runtime import metrics
 from dandizarr_server.zarr_api.runtime.crash import crash_point
 from dandizarr_server.zarr_api.runtime.scheduling import tree_update_schedule
+from dandizarr_server.zarr_api.selectors.batch_states import (
+    open_batch_find,
+    open_batch_get,
+    stale_open_batches,
+)
 from dandizarr_server.zarr_api.selectors.expected_uploads import DeclaredFile, declared_files
-from dandizarr_server.zarr_api.selectors.open_batches import open_batch_find, open_batch_get
 from dandizarr_server.zarr_api.selectors.pending_batches import next_sequence
 from dandizarr_server.zarr_api.selectors.stored_objects import stored_heads
 from dandizarr_server.zarr_api.services.archive_locks import lock_archive
@@ -198,7 +202,7 @@ def stale_batches_cancel() -> int:
     (Cancels whose storage cleanup failed are finished by ``unfinished_batch_ends_finish``.)"""
     cutoff = timezone.now() - timedelta(seconds=settings.DANDIZARR_STALE_BATCH_SECONDS)
     cancelled = 0
-    stale = Batch.objects.filter(state=Batch.State.OPEN, created__lt=cutoff)
+    stale = stale_open_batches(cutoff)
     for archive_pk in list(stale.values_list("archive_id", flat=True)):
         try:
             archive = ZarrArchive.objects.get(pk=archive_pk)

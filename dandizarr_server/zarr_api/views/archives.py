@@ -26,6 +26,7 @@ from dandizarr_server.zarr_api.parsers.upload_batch import (
     parse_upload_files,
 )
 from dandizarr_server.zarr_api.parsers.upload_body import UploadBodyParser
+from dandizarr_server.zarr_api.selectors.batch_states import has_open_batch
 from dandizarr_server.zarr_api.selectors.listings import archives_listed
 from dandizarr_server.zarr_api.selectors.lookups import (
     annotated_archive_get,
@@ -34,7 +35,6 @@ from dandizarr_server.zarr_api.selectors.lookups import (
     batch_get,
     dandiset_get,
 )
-from dandizarr_server.zarr_api.selectors.open_batches import has_open_batch
 from dandizarr_server.zarr_api.services.batch_rules import UploadTarget
 from dandizarr_server.zarr_api.services.conversion import archive_conversion_start
 from dandizarr_server.zarr_api.services.dandisets import archive_create
