@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dandizarr.zarr_names import METADATA_FILE_NAMES
+
 # The Zarr metadata documents, served as JSON (everything else: bytes).
-JSON_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"})
+JSON_NAMES = METADATA_FILE_NAMES
 BYTES_TYPE = "application/octet-stream"
 JSON_TYPE = "application/json"
 ATTACHMENT = "attachment"

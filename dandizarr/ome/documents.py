@@ -14,12 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dandizarr.sharding import array_documents
+from dandizarr.zarr_names import ARRAY_V2, ATTRIBUTES_V2, GROUP_V2, NODE_V3
 
 # The files a Zarr node's metadata lives in (v2: group marker, attributes, array; v3: one).
-GROUP_V2 = ".zgroup"
-ATTRIBUTES_V2 = ".zattrs"
-ARRAY_V2 = ".zarray"
-NODE_V3 = "zarr.json"
 DOCUMENT_NAMES = (ARRAY_V2, NODE_V3, GROUP_V2, ATTRIBUTES_V2)
 
 Documents = Mapping[str, Mapping[str, Any]]

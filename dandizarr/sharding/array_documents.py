@@ -35,6 +35,7 @@ from dandizarr.sharding.metadata_values import (
     check_nesting,
     shown,
 )
+from dandizarr.zarr_names import ARRAY_V2, NODE_V3
 
 __all__ = [
     "ARRAY_V2",
@@ -46,8 +47,7 @@ __all__ = [
     "v2_dtype",
 ]
 
-ARRAY_V2 = ".zarray"
-ARRAY_V3 = "zarr.json"
+ARRAY_V3 = NODE_V3
 
 
 # A v2 structured data type: at most this many fields, nested at most this deep (a field's

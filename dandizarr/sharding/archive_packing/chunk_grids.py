@@ -18,6 +18,7 @@ from dandizarr.sharding.array_documents import (
     parse_document,
 )
 from dandizarr.sharding.array_metadata import CANONICAL_INT, ChunkKeyEncoding
+from dandizarr.zarr_names import ATTRIBUTES_V2, CONSOLIDATED_V2, GROUP_V2
 
 __all__ = [
     "METADATA_NAMES",
@@ -131,7 +132,7 @@ class ChunkGrid:
 def grid_from_metadata(array_path: str, metadata_name: str, data: bytes) -> ChunkGrid | None:
     """The chunk grid an array's ``.zarray`` / ``zarr.json`` declares; None for a group."""
     source = f"{array_path}/{metadata_name}" if array_path else metadata_name
-    if metadata_name in (".zgroup", ".zattrs", ".zmetadata"):
+    if metadata_name in (GROUP_V2, ATTRIBUTES_V2, CONSOLIDATED_V2):
         return None
     if metadata_name not in METADATA_NAMES:
         raise PackingError(f"{source}: not a Zarr metadata file name")

@@ -21,6 +21,7 @@ from typing import Any
 from django.conf import settings
 
 from dandizarr.objectstore.signing import quote_key
+from dandizarr.zarr_names import METADATA_FILE_NAMES
 from dandizarr_server.zarr_api.domain.keys import file_key
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
@@ -29,7 +30,7 @@ from dandizarr_server.zarr_api.selectors.file_bytes import file_location
 from dandizarr_server.zarr_api.selectors.shard_members import iter_member_bytes, member_locations
 
 PAGE = 1000
-INLINE_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"})
+INLINE_NAMES = METADATA_FILE_NAMES
 INLINE_LIMIT = 64 << 10
 # S3 signs GET URLs for at most a week.
 MAX_EXPIRES_IN = 7 * 24 * 3600
