@@ -57,6 +57,7 @@ def _check(service: DandiService, local: Path, asset_path: str) -> str:
     return str(archive["checksum"])
 
 
+@pytest.mark.parametrize("dandi_service_8000", ["seaweedfs"], indirect=True)
 def test_dandi_048_uploads_and_downloads(dandi_service_8000: DandiService, tmp_path: Path) -> None:
     service = dandi_service_8000
     dandiset_dir = _download(service, tmp_path / "first")
@@ -81,6 +82,7 @@ def test_dandi_048_uploads_and_downloads(dandi_service_8000: DandiService, tmp_p
         assert zarr_checksum_of(fresh / name) == checksum
 
 
+@pytest.mark.parametrize("dandi_service_8000", ["local"], indirect=True)
 def test_dandi_048_downloads_a_published_version_after_the_draft_changed(
     dandi_service_8000: DandiService, tmp_path: Path
 ) -> None:

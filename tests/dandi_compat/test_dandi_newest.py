@@ -100,6 +100,7 @@ def test_newest_dandi_downloads_a_sharded_archive(
     assert zarr_checksum_of(fresh / "packed.zarr") == archive["checksum"]
 
 
+@pytest.mark.parametrize("dandi_service", ["seaweedfs"], indirect=True)
 def test_newest_dandi_uploads_and_downloads_an_embargoed_dandiset(
     dandi_service: DandiService, tmp_path: Path
 ) -> None:
@@ -139,6 +140,7 @@ def _publish(service: DandiService) -> str:
     return str(response.json()["version"])
 
 
+@pytest.mark.parametrize("dandi_service", ["seaweedfs"], indirect=True)
 def test_newest_dandi_downloads_every_published_version_exactly(
     dandi_service: DandiService, tmp_path: Path
 ) -> None:

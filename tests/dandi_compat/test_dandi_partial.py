@@ -8,6 +8,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.support.dandi import (
     DANDI_NEWEST,
     DandiService,
@@ -25,6 +27,7 @@ def _files_url(service: DandiService, location: str) -> str:
     return f"{service.url}/api/dandiset/{service.dandiset}/draft/files?location={location}"
 
 
+@pytest.mark.parametrize("dandi_service", ["seaweedfs"], indirect=True)
 def test_patch_mode_updates_and_keeps_remote_only_files(
     dandi_service: DandiService, tmp_path: Path
 ) -> None:
@@ -67,6 +70,7 @@ def test_patch_mode_updates_and_keeps_remote_only_files(
     assert tree_of(fresh) == tree_of(union)  # dandi checked the checksum too
 
 
+@pytest.mark.parametrize("dandi_service", ["local"], indirect=True)
 def test_glob_download_selects_assets(dandi_service: DandiService, tmp_path: Path) -> None:
     """``--path-type glob`` selects whole assets by their path (the assets listing's
     ``glob``): the matching Zarr assets download complete, checksum verified; others do not."""
@@ -102,6 +106,7 @@ def test_glob_download_selects_assets(dandi_service: DandiService, tmp_path: Pat
         assert tree_of(path) == tree_of(dandiset_dir / name)
 
 
+@pytest.mark.parametrize("dandi_service", ["seaweedfs"], indirect=True)
 def test_zarr_filters_download_part_of_an_archive(
     dandi_service: DandiService, tmp_path: Path
 ) -> None:

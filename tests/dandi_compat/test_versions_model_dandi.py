@@ -27,6 +27,7 @@ SEED = int(os.environ.get("VERSIONS_MODEL_SEED", "5"))
 STEPS = int(os.environ.get("VERSIONS_MODEL_STEPS", "16"))
 
 
+@pytest.mark.parametrize("dandi_service", ["local"], indirect=True)
 def test_dandi_downloads_every_version_of_a_model_walk_exactly(
     dandi_service: DandiService, tmp_path: Path, settings: Any
 ) -> None:
