@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# What `make serve` needs (the server and the pages' readers), installed first and on its own:
+# a new user's first `make serve` waits for that alone, with pip's progress, not for the test
+# and lint tools (the full install, $(STAMP), is what the other targets need).
+SERVE_STAMP := $(VENV)/.installed-serve
 
 # The suite runs against PostgreSQL and Redis on this machine unless told otherwise.
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
@@ -46,11 +50,18 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[server,zarr,ome,test,lint]'
-	touch $(STAMP)
+	touch $(STAMP) $(SERVE_STAMP)
+
+$(SERVE_STAMP): pyproject.toml
+	@echo "make serve: installing the service into .venv (the first time: a few minutes)"
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --progress-bar on -e '.[server,zarr,ome]'
+	touch $(SERVE_STAMP)
 
 install: $(STAMP)
 
-serve: $(STAMP)
+serve: $(SERVE_STAMP)
 	$(BIN)/dandizarr serve
 
 # One pytest worker per core and one more (pytest-xdist; TEST_WORKERS=0 runs in this process, one
