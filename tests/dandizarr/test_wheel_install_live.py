@@ -23,6 +23,7 @@ from tests.support.page_walk import walk_pages
 from tests.support.processes import Processes, free_port, wait_for
 from tests.support.production import production_settings
 from tests.support.seaweedfs import SeaweedS3
+from tests.support.systemd_units import exec_start, with_option
 from tests.support.wheel_install import ROOT, Installed, run
 
 # One test, one install (made once per version of the sources and of the suite's venv, shared
@@ -94,7 +95,8 @@ def gunicorn_and_walk(
     seaweedfs: SeaweedS3,
     seaweedfs_bucket: str,
 ) -> None:
-    """docker-compose.yml's web service: migrate, bootstrap_admin, gunicorn (DEBUG off)."""
+    """docker-compose.yml's web service and the systemd unit's: migrate, bootstrap_admin,
+    gunicorn (DEBUG off)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     settings = {
@@ -110,10 +112,9 @@ def gunicorn_and_walk(
     # What docker-compose.yml's web runs, with django-admin for the image's manage.py.
     run(installed, "django-admin", "migrate", "--noinput", cwd=outside, **settings)
     run(installed, "django-admin", "bootstrap_admin", cwd=outside, **settings)
-    gunicorn = [
-        *("gunicorn", "dandizarr_server.wsgi", "-c", "python:dandizarr_server.gunicorn_config"),
-        *("--bind", f"127.0.0.1:{port}", "--workers", "2", "--timeout", "60"),
-    ]
+    # The command of the web service's systemd unit (deploy/systemd/), on a port of its own.
+    gunicorn = with_option(exec_start("dandizarr-web.service"), "--bind", f"127.0.0.1:{port}")
+    gunicorn = with_option(gunicorn, "--workers", "2")
     log = outside / "gunicorn.log"
     with open(log, "wb") as output:
         process = processes.start(

@@ -132,3 +132,24 @@ def test_the_admin_adds_users_owners_and_tokens(db: None) -> None:
     answer = browser.post(f"/admin/authtoken/tokenproxy/{dave.pk}/delete/", {"post": "yes"})
     assert answer.status_code == 302
     assert not Token.objects.filter(user=dave).exists()
+
+
+def test_an_operator_creates_a_dandiset_for_an_owner(db: None) -> None:
+    """A fresh install has no dandiset for ``users own``: ``dandisets create`` makes one with
+    its draft, owned by the user named, and prints its identifier."""
+    users("add", "alice")
+    out = StringIO()
+    call_command("dandisets", "create", "Alice's data", "--owner", "alice", stdout=out)
+    identifier = out.getvalue().strip()
+    dandiset = Dandiset.objects.get(pk=int(identifier))
+    assert dandiset.name == "Alice's data"
+    assert list(dandiset.owners.values_list("username", flat=True)) == ["alice"]
+    assert dandiset.embargo_status == Dandiset.EmbargoStatus.OPEN
+    assert Version.objects.filter(dandiset=dandiset, version=Version.DRAFT).exists()
+    out = StringIO()
+    call_command("dandisets", "create", "private", "--owner", "alice", "--embargoed", stdout=out)
+    embargoed = Dandiset.objects.get(pk=int(out.getvalue()))
+    assert embargoed.embargo_status == Dandiset.EmbargoStatus.EMBARGOED
+    with pytest.raises(CommandError):
+        call_command("dandisets", "create", "x", "--owner", "nobody", stdout=StringIO())
+    assert Dandiset.objects.count() == 2
