@@ -86,6 +86,7 @@ class ArchiveStore(WritableStore):
         recursive_limit: int = RECURSIVE_LIMIT,
         retry: RetryPolicy | None = None,
         session_id: str | None = None,
+        read_id: str | None = None,
     ) -> None:
         self._writes: SessionWrites | None = None
         super().__init__(read_only=read_only)
@@ -110,9 +111,18 @@ class ArchiveStore(WritableStore):
         # Requests made, for the curious (and the tests): service calls and storage reads.
         self.api_requests = 0
         self.storage_requests = 0
+        # What the draft is read by: the archive's id, or in a session its snapshot's (the
+        # draft as the session began: its reads see its own writes over that, whatever
+        # commits meanwhile; docs/writing.md).
+        self.read_id = zarr_id
         began = not read_only and session_id is None
         if began:
-            session_id = str(self.client.begin_session(zarr_id)["session_id"])
+            session = self.client.begin_session(zarr_id)
+            session_id, read_id = str(session["session_id"]), session.get("read_id")
+        elif session_id is not None and read_id is None:
+            read_id = self.client.get_session(zarr_id, session_id).get("read_id")
+        if read_id:
+            self.read_id = str(read_id)
         if session_id is not None:  # read-only too: zarr's mode="r" copy reads the session
             # The store that began the session writes behind (its commit flushes); a copy
             # joining it (a Dask worker's) writes through: no one flushes it before the commit.
@@ -149,6 +159,7 @@ class ArchiveStore(WritableStore):
             self.token,
             read_only=read_only,
             session_id=self.session_id,
+            read_id=self.read_id if self.session_id is not None else None,
             **self._options(),
         )
         if self._writes is not None:
@@ -177,6 +188,7 @@ class ArchiveStore(WritableStore):
             "token": self.token,
             "read_only": self.read_only,
             "session_id": self.session_id,
+            "read_id": self.read_id if self.session_id is not None else None,
             **self._options(),
         }
 
@@ -199,7 +211,7 @@ class ArchiveStore(WritableStore):
     # --- HTTP --------------------------------------------------------------------------------
 
     def _files_url(self, path: str) -> str:
-        return f"/api/zarr/{quote(self.zarr_id, safe='')}/tree/{quote(path)}"
+        return f"/api/zarr/{quote(self.read_id, safe='')}/tree/{quote(path)}"
 
     def _api_get(self, url: str, params: dict[str, Any] | None = None) -> Any | None:
         """The JSON answer of a GET to the service (a path, or a ``next`` URL it gave); None

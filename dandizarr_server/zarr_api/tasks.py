@@ -24,6 +24,7 @@ from dandizarr_server.zarr_api.services.embargo import (
     public_reads_sync,
     unfinished_releases_finish,
 )
+from dandizarr_server.zarr_api.services.file_history import history_prune
 from dandizarr_server.zarr_api.services.garbage import garbage_collect_all
 from dandizarr_server.zarr_api.services.lost_writers import lost_writers_batches_end
 from dandizarr_server.zarr_api.services.multipart_uploads import abandoned_uploads_abort
@@ -57,6 +58,12 @@ def settle_write_sessions(archive_pk: int) -> int:
     """After a tree update applied committed write sessions: their deleted paths' loose
     objects deleted (the sweep does what a lost task left)."""
     return committed_sessions_settle(archive_pk)
+
+
+@shared_task(**RETRIED_ON_ANY_ERROR, retry_backoff_max=60, max_retries=10)
+def prune_file_history(archive_pk: int, since_generation: int) -> int:
+    """After a write session's snapshot went: the history rows no version reads any more."""
+    return history_prune(archive_pk, since_generation)
 
 
 @shared_task(acks_late=True)

@@ -26,7 +26,6 @@ session without a commit, storage holds none of its staged objects.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -50,11 +49,6 @@ if TYPE_CHECKING:
 # must keep clear of what a commit made).
 SESSION_PATHS = ["top/inner", "e/f", "a/b"]
 MAX_OPEN = 3
-# Sessions read their own changes over the draft as it is now (read committed: docs/writing.md,
-# "Reads during a session"). Snapshot isolation (the draft as it was when the session began)
-# is issue #48's open part: SESSION_MODEL_READS=snapshot expects it, and names the paths
-# where the service reads the draft as it is now.
-SNAPSHOT_READS = os.environ.get("SESSION_MODEL_READS", "committed") == "snapshot"
 # What a reader of a session gives: each path's bytes (None: absent), and the paths listed.
 Reads = tuple[dict[str, bytes | None], set[str]]
 
@@ -69,6 +63,7 @@ def clashes(path: str, others: Iterable[str]) -> bool:
 class Session:
     name: str  # s1, s2, ... in the walk's log
     session_id: str
+    read_id: str  # the draft as it began (its snapshot), what its reads go through
     base: dict[str, bytes]  # the draft when it began
     base_batch: int  # how many batches had changed the draft when it began
     changes: dict[str, bytes | None] = field(default_factory=dict)  # None: deleted
@@ -161,7 +156,11 @@ class SessionRules:
         assert answer["state"] == "open", answer
         self.begun += 1
         session = Session(
-            f"s{self.begun}", answer["session_id"], dict(self.walk.model.draft), len(self.batches)
+            f"s{self.begun}",
+            answer["session_id"],
+            answer["read_id"],
+            dict(self.walk.model.draft),
+            len(self.batches),
         )
         self.open.append(session)
         self.acted = session
@@ -321,7 +320,7 @@ class SessionRules:
         readers = [("the API", self._api_view)]
         if self.h.store is not None and through_store:
             readers.append(("ArchiveStore", self._store_view))
-        expected = snapshot if SNAPSHOT_READS else committed
+        expected = snapshot
         for name, read in readers:
             got, listed = read(session, every)
             where = f"session {session.name} ({session.session_id}) through {name}"
@@ -345,9 +344,13 @@ class SessionRules:
 
     def _api_view(self, session: Session, paths: list[str]) -> Reads:
         """Through the API as a session's reader reads: the session's changes (listed, each
-        staged file's bytes from its URL), else the draft (listed, its bytes from ``/zarr/``)."""
+        staged file's bytes from its URL), else the draft as the session began (listed, its
+        bytes from ``/zarr/``, both by the session's ``read_id``)."""
         query = {"recursive": "true", "limit": "10000"}
-        draft = ok(self._request("GET", "files/", params=query), 200)
+        draft = ok(
+            self.walk.h.writer.request("GET", f"/api/zarr/{session.read_id}/files/", params=query),
+            200,
+        )
         listed = {e["path"] for e in draft.json()["results"]}
         changes = {
             c["path"]: c
@@ -367,7 +370,7 @@ class SessionRules:
                 got[path] = None if change["deleted"] else _fetch(change["download_url"])
             elif path in listed:
                 answer = self.walk.h.writer.request(
-                    "GET", f"/zarr/{self.walk.zarr_id}/{quoted(path)}"
+                    "GET", f"/zarr/{session.read_id}/{quoted(path)}"
                 )
                 got[path] = ok(answer, 200).body
             else:

@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from dandizarr_server.zarr_api.domain.keys import session_prefix
-from dandizarr_server.zarr_api.models import Batch, SessionFile, WriteSession
+from dandizarr_server.zarr_api.models import Batch, FileHistory, SessionFile, WriteSession
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.lookups import archive_get
 from dandizarr_server.zarr_api.services.audit import archive_audit
@@ -294,6 +294,43 @@ def test_an_expired_session_is_ended_and_its_objects_collected(
     # ... and keeps, once committed, the shard its file became.
     archive_garbage_collect(archive_get(zarr_id, None), dry_run=False, now=timezone.now())
     assert visible(zarr_id) == BASE | {"over": b"next"}
+
+
+def test_a_session_reads_the_draft_as_it_began_and_its_history_goes_with_it(
+    owner: Actor, zarr_id: str, settings: Any
+) -> None:
+    """Snapshot isolation: what commits after a session began (an upload replacing and
+    adding, a deletion) is not what the session reads by its ``read_id``, on every read route;
+    the snapshot is no version of the archive, read-only, and when the session ends it goes, its
+    history rows are pruned and garbage collection takes the objects only it kept."""
+    ensure_storage_versioning()
+    assert upload(owner.client, zarr_id, BASE).status_code == 200
+    session = begin(owner, zarr_id)
+    read_id = owner.client.get(f"/api/zarr/{zarr_id}/sessions/{session}/").json()["read_id"]
+    assert read_id and read_id != zarr_id
+    stage(owner, zarr_id, session, {"new": b"staged"})
+    assert upload(owner.client, zarr_id, {"over": b"changed", "added": b"a"}).status_code == 200
+    gone = owner.client.delete(f"/api/zarr/{zarr_id}/files/", [{"path": "gone"}], format="json")
+    assert gone.status_code == 204, gone.content
+    now = {"keep": b"kept", "over": b"changed", "d/x": b"x", "added": b"a"}
+    assert visible(zarr_id) == now
+    assert visible(read_id) == BASE  # the listing, each file's bytes through /zarr/
+    assert checksum(owner, read_id) == expected_checksum(BASE)
+    detail = owner.client.get(f"/api/zarr/{zarr_id}/").json()
+    assert detail["version_count"] == 0
+    assert owner.client.get(f"/api/zarr/{zarr_id}/versions/").json()["results"] == []
+    refused = owner.client.post(f"/api/zarr/{read_id}/sessions/")
+    assert (refused.status_code, refused.json()["code"]) == (409, "version_read_only")
+    assert FileHistory.objects.count() == 3  # over, gone, added: what the snapshot reads
+    assert owner.client.delete(f"/api/zarr/{zarr_id}/sessions/{session}/").status_code == 204
+    assert owner.client.get(f"/api/zarr/{read_id}/").status_code == 404
+    assert owner.client.get(f"/api/zarr/{zarr_id}/sessions/{session}/").json()["read_id"] is None
+    assert FileHistory.objects.count() == 0  # no version reads them any more
+    settings.DANDIZARR_GC_WINDOW_DAYS = 0
+    report = archive_garbage_collect(archive_get(zarr_id, None), dry_run=False, now=timezone.now())
+    assert report.reclaimed_objects >= 2  # the old "over" and "gone"
+    assert visible(zarr_id) == now
+    assert_tree_matches_storage(zarr_id)
 
 
 @pytest.mark.parametrize("layout", ["sharded"])

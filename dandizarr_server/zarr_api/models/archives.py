@@ -30,10 +30,12 @@ class ZarrArchive(models.Model):
     checksum = models.CharField(max_length=64, default=EMPTY_DIGEST)
     file_count = models.BigIntegerField(default=0)
     size = models.BigIntegerField(default=0)
-    # The generation the draft's changes belong to: publishing makes it an ArchiveVersion and
-    # starts the next. Changes record what they replace only from generation 2 on
-    # (FileHistory): before the first publish no version holds anything.
+    # The generation the draft's changes belong to: publishing (and a write session's begin, for
+    # its snapshot) makes it an ArchiveVersion and starts the next. Changes record what they
+    # replace (FileHistory) only while the archive has a version to read them.
     generation = models.BigIntegerField(default=1)
+    # Its published versions (``generation`` also moves when a write session begins).
+    published_versions = models.IntegerField(default=0)
     layout = models.CharField(max_length=16, choices=Layout.choices, default=Layout.LOOSE)
     # A conversion into shards (POST pack/) is running; uploads wait for it.
     packing = models.BooleanField(default=False)

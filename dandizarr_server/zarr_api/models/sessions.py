@@ -9,6 +9,7 @@ from django.db import models
 
 from dandizarr_server.zarr_api.models.archives import ZarrArchive
 from dandizarr_server.zarr_api.models.batches import Batch
+from dandizarr_server.zarr_api.models.versions import ArchiveVersion
 
 
 class WriteSession(models.Model):
@@ -32,6 +33,11 @@ class WriteSession(models.Model):
     # The archive's largest batch sequence when the session began: a batch sequenced after it
     # changed the draft since (the commit's conflict check).
     base_sequence = models.BigIntegerField(default=0)
+    # The draft as the session began (a snapshot version), which its reads go through under its
+    # own writes; deleted when the session ends.
+    snapshot = models.OneToOneField(
+        ArchiveVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="session"
+    )
     created = models.DateTimeField(auto_now_add=True)
     # Moved forward by every write: a session whose writer is gone ends this long after.
     expires = models.DateTimeField()

@@ -12,10 +12,19 @@ from dandizarr_server.zarr_api.models.archives import ZarrArchive
 class ArchiveVersion(models.Model):
     """An immutable version of an archive, made by publishing its dandiset (docs/versions.md):
     the draft as it was at the end of ``generation``. It owns no objects: it shares them with the
-    draft and other versions, and FileHistory says where the draft has moved on."""
+    draft and other versions, and FileHistory says where the draft has moved on.
+
+    A ``snapshot`` is the same thing made for a write session as it begins (docs/writing.md):
+    the draft the session reads under its own writes, whatever commits meanwhile. It has no
+    number, is listed nowhere, and is deleted when its session ends."""
+
+    class Kind(models.TextChoices):
+        PUBLISHED = "published"
+        SNAPSHOT = "snapshot"
 
     archive = models.ForeignKey(ZarrArchive, on_delete=models.PROTECT, related_name="versions")
-    # 1, 2, ... per archive.
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.PUBLISHED)
+    # 1, 2, ... per archive among its published versions; 0 for a snapshot.
     number = models.IntegerField()
     generation = models.BigIntegerField()
     # The id a DANDI client reads this version by (a published asset's ``zarr``): the
@@ -29,7 +38,11 @@ class ArchiveVersion(models.Model):
     class Meta:
         ordering = ["archive_id", "number"]
         constraints = [
-            models.UniqueConstraint(fields=["archive", "number"], name="unique_archive_version"),
+            models.UniqueConstraint(
+                fields=["archive", "number"],
+                condition=models.Q(kind="published"),
+                name="unique_archive_version",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -27,6 +27,7 @@ FINISH_UNEMBARGO = "dandizarr_server.zarr_api.tasks.finish_unembargo"
 SYNC_PUBLIC_READS = "dandizarr_server.zarr_api.tasks.sync_public_reads"
 END_LOST_WRITERS_BATCHES = "dandizarr_server.zarr_api.tasks.end_lost_writers_batches"
 SETTLE_WRITE_SESSIONS = "dandizarr_server.zarr_api.tasks.settle_write_sessions"
+PRUNE_FILE_HISTORY = "dandizarr_server.zarr_api.tasks.prune_file_history"
 
 # Tasks whose loss the periodic ``resume_stalled_tree_updates`` repairs (it requeues the update
 # of every archive with a batch pending too long): if the broker cannot take one, the change

@@ -19,13 +19,13 @@ from dandizarr.sharding.archive_packing import MemberRecord, verify_members
 from dandizarr_server.zarr_api.domain.keys import ARCHIVE_ROOTS
 from dandizarr_server.zarr_api.models import (
     BUSY_STATES,
-    ArchiveVersion,
     Batch,
     Shard,
     ZarrArchive,
 )
 from dandizarr_server.zarr_api.runtime.storage import STREAM_BLOCK, get_store
 from dandizarr_server.zarr_api.runtime.tree import StorageChecksumTree
+from dandizarr_server.zarr_api.selectors.archive_versions import archive_versions
 from dandizarr_server.zarr_api.selectors.draft_trees import archive_tree
 from dandizarr_server.zarr_api.selectors.shard_members import live_members
 from dandizarr_server.zarr_api.selectors.stored_md5s import UNPROVEN, stored_md5
@@ -151,7 +151,7 @@ def versions_verify(archive: ZarrArchive) -> list[int]:
     """The numbers of the archive's versions whose tree does not hash to their checksum."""
     return [
         version.number
-        for version in ArchiveVersion.objects.filter(archive=archive).order_by("number")
+        for version in archive_versions(archive)
         if version_tree(archive, version).summary().digest != version.checksum
     ]
 

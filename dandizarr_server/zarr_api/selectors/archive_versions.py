@@ -18,7 +18,9 @@ from dandizarr_server.zarr_api.selectors.draft_trees import draft_tree_cached
 
 
 def archive_versions(archive: ZarrArchive) -> QuerySet[ArchiveVersion]:
-    return ArchiveVersion.objects.filter(archive=archive).order_by("number")
+    """Its published versions (a write session's snapshot is no version of the archive's)."""
+    published = ArchiveVersion.objects.filter(archive=archive, kind=ArchiveVersion.Kind.PUBLISHED)
+    return published.order_by("number")
 
 
 def archive_version_find(archive: ZarrArchive, number: str) -> ArchiveVersion | None:

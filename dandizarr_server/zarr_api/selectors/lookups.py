@@ -54,7 +54,9 @@ def archive_get(zarr_id: str | uuid.UUID, requester: Requester | None) -> ZarrAr
             version = ArchiveVersion.objects.filter(version_id=parsed).first()
             if version is not None:
                 archive = archive_row("pk", version.archive_id)
-                if len(_known_versions) < _KNOWN_VERSIONS:
+                # A published version never changes nor goes; a snapshot goes with its session.
+                published = version.kind == ArchiveVersion.Kind.PUBLISHED
+                if published and len(_known_versions) < _KNOWN_VERSIONS:
                     _known_versions[parsed] = version
     if archive is not None and version is not None:
         archive.as_of = version
@@ -67,9 +69,13 @@ def require_draft(archive: ZarrArchive) -> None:
     """Conflict when ``archive`` was looked up by a version's id: a published version is
     read-only, whatever the route (docs/versions.md)."""
     if archive.as_of is not None:
+        what = (
+            f"version {archive.as_of.number} of zarr archive {archive.zarr_id} is published"
+            if archive.as_of.kind == ArchiveVersion.Kind.PUBLISHED
+            else f"a write session's snapshot of zarr archive {archive.zarr_id} is"
+        )
         raise Conflict(
-            f"version {archive.as_of.number} of zarr archive {archive.zarr_id} is published "
-            f"and read-only; change the draft (zarr_id {archive.zarr_id}) instead",
+            f"{what} and read-only; change the draft (zarr_id {archive.zarr_id}) instead",
             code="version_read_only",
         )
 

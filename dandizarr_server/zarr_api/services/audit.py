@@ -26,7 +26,7 @@ from dandizarr_server.zarr_api.services.archive_locks import (
     lock_tree,
 )
 from dandizarr_server.zarr_api.services.batch_endings import batch_endings_settle
-from dandizarr_server.zarr_api.services.file_history import replaced_record
+from dandizarr_server.zarr_api.services.file_history import history_needed, replaced_record
 from dandizarr_server.zarr_api.services.tree_updates import tree_update_apply
 
 # How many times an audit reads the archive again when it changed between the report and the
@@ -105,11 +105,11 @@ def _replaced_files_commit(archive: ZarrArchive, findings: AuditFindings) -> int
     (docs/versions.md, "Why a version never changes"). Rows are facts about the past: true
     whether or not the repair follows. The generation they were recorded for."""
     with transaction.atomic():
+        lock_tree(archive.pk)  # the one lock order: the tree's, then the archive's row
         locked = lock_archive(archive)
-        lock_tree(locked.pk)
         if audit_basis(locked) != findings.basis:
             raise _ChangedMeanwhile
-        if locked.generation > 1:
+        if history_needed(locked):
             replaced_record(locked, _file_changes(findings))
         return locked.generation
 
@@ -123,9 +123,9 @@ def archive_audit_repair(archive: ZarrArchive, findings: AuditFindings) -> None:
     report = findings.report
     generation = _replaced_files_commit(archive, findings)
     with transaction.atomic():
+        lock_tree(archive.pk)
         locked = lock_archive(archive)
         _require_no_open_batch(locked)
-        lock_tree(locked.pk)
         # A publish since the rows were recorded would have to record them again.
         if audit_basis(locked) != findings.basis or locked.generation != generation:
             raise _ChangedMeanwhile

@@ -107,7 +107,8 @@ def next_version_name(dandiset: Dandiset) -> str:
 def archive_version_make(archive: ZarrArchive) -> ArchiveVersion:
     """The archive's draft, as applied, becomes its next version; the draft goes on in a new
     generation. O(1): nothing is read or written per file. The caller holds the row lock."""
-    last = ArchiveVersion.objects.filter(archive=archive).aggregate(n=Max("number"))["n"]
+    published = ArchiveVersion.objects.filter(archive=archive, kind=ArchiveVersion.Kind.PUBLISHED)
+    last = published.aggregate(n=Max("number"))["n"]
     made = ArchiveVersion.objects.create(
         archive=archive,
         number=(last or 0) + 1,
@@ -117,5 +118,8 @@ def archive_version_make(archive: ZarrArchive) -> ArchiveVersion:
         size=archive.size,
     )
     archive.generation += 1
-    ZarrArchive.objects.filter(pk=archive.pk).update(generation=archive.generation)
+    archive.published_versions += 1
+    ZarrArchive.objects.filter(pk=archive.pk).update(
+        generation=archive.generation, published_versions=archive.published_versions
+    )
     return made

@@ -47,8 +47,28 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
     pending_pack_batches_verify(archive_pk)
     # Files sent in parts: each md5 proven from the bytes first (long too; no locks).
     pending_uploads_prove(archive_pk)
-    # What the batches replace is committed before any of their changes can be seen.
-    recorded = replaced_files_record(archive_pk)
+    # What the batches replace is committed before any of their changes can be seen, for the
+    # generation the archive is in when they are applied: a session that began in between (its
+    # snapshot started a generation) has it recorded again.
+    for _ in range(_RECORD_ATTEMPTS - 1):
+        recorded, generation = replaced_files_record(archive_pk)
+        try:
+            return _apply(archive_pk, recorded, generation)
+        except _GenerationMoved:
+            continue
+    recorded, generation = replaced_files_record(archive_pk)
+    return _apply(archive_pk, recorded, generation)  # sessions beginning without end: fails
+
+
+# A tree update's rows recorded, then a session began before its changes were applied: again.
+_RECORD_ATTEMPTS = 5
+
+
+class _GenerationMoved(Exception):
+    """The archive is in another generation than the one its update's rows were recorded for."""
+
+
+def _apply(archive_pk: int, recorded: set[int], generation: int) -> TreeSummary | None:
     tree: CachedTree | None = None
     try:
         with transaction.atomic():
@@ -57,6 +77,8 @@ def tree_update_apply(archive_pk: int) -> TreeSummary | None:
             except TreeLock.DoesNotExist:
                 return None  # the archive was deleted
             archive = ZarrArchive.objects.get(pk=archive_pk)
+            if archive.generation != generation:
+                raise _GenerationMoved()
             batch_ids = list(takewhile(recorded.__contains__, applicable_batch_ids(archive)))
             if not batch_ids:
                 return None

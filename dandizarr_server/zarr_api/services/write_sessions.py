@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from dandizarr.checksums.paths import directories_above
@@ -30,6 +30,8 @@ from dandizarr_server.zarr_api.domain.permissions import (
 )
 from dandizarr_server.zarr_api.edge.exceptions import Conflict, ValidationFailed
 from dandizarr_server.zarr_api.models import (
+    CHANGING_STATES,
+    ArchiveVersion,
     Batch,
     MultipartUpload,
     SessionFile,
@@ -37,9 +39,11 @@ from dandizarr_server.zarr_api.models import (
     ZarrArchive,
 )
 from dandizarr_server.zarr_api.parsers.problems import invalid
+from dandizarr_server.zarr_api.runtime.scheduling import PRUNE_FILE_HISTORY, schedule_on_commit
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.archive_contents import ArchiveSnapshot, archive_snapshot
 from dandizarr_server.zarr_api.selectors.lookups import require_draft
+from dandizarr_server.zarr_api.services.archive_locks import lock_archive, lock_tree
 from dandizarr_server.zarr_api.services.batch_rules import (
     UploadTarget,
     check_file_directory_clashes,
@@ -54,13 +58,41 @@ logger = logging.getLogger(__name__)
 
 
 def session_begin(*, user: Requester, archive: ZarrArchive) -> WriteSession:
-    """Open a write session on the archive's draft, as of the batches sequenced so far."""
+    """Open a write session on the archive's draft as it is applied now: its snapshot (a
+    version of the draft, O(1), as publishing makes one) is what its reads see under its own
+    writes, whatever commits meanwhile. Under the tree's lock, then the archive's (the one lock
+    order): no tree update is between recording what it replaces and applying it, so the
+    snapshot is of a tree no update is writing. The batches applied so far are the session's
+    base; one sequenced but not yet applied changes the draft after it (the commit's conflict
+    check counts it)."""
     require_draft(archive)
     require_writer(user, archive.dandiset)
-    base = Batch.objects.filter(archive=archive).aggregate(m=Max("sequence"))["m"] or 0
-    return WriteSession.objects.create(
-        archive=archive, user=recorded_user(user), base_sequence=base, expires=_expiry()
-    )
+    with transaction.atomic():
+        lock_tree(archive.pk)
+        locked = lock_archive(archive)
+        sequenced = Batch.objects.filter(archive=locked).exclude(sequence=None)
+        unapplied = sequenced.filter(state__in=CHANGING_STATES).aggregate(m=Min("sequence"))["m"]
+        if unapplied is not None:
+            base = unapplied - 1
+        else:
+            base = sequenced.aggregate(m=Max("sequence"))["m"] or 0
+        snapshot = ArchiveVersion.objects.create(
+            archive=locked,
+            kind=ArchiveVersion.Kind.SNAPSHOT,
+            number=0,
+            generation=locked.generation,
+            checksum=locked.checksum,
+            file_count=locked.file_count,
+            size=locked.size,
+        )
+        ZarrArchive.objects.filter(pk=locked.pk).update(generation=locked.generation + 1)
+        return WriteSession.objects.create(
+            archive=locked,
+            user=recorded_user(user),
+            base_sequence=base,
+            snapshot=snapshot,
+            expires=_expiry(),
+        )
 
 
 def _expiry() -> datetime:
@@ -222,7 +254,14 @@ def session_abort(*, user: Requester, archive: ZarrArchive, session: WriteSessio
 
 
 def session_end(session: WriteSession, state: WriteSession.State) -> None:
+    """The session ends (in the caller's transaction): its snapshot goes, and the history rows
+    only it read are pruned once that commits (garbage collection may then take their
+    objects)."""
     WriteSession.objects.filter(pk=session.pk).update(state=state, ended=timezone.now())
+    snapshot = ArchiveVersion.objects.filter(session__pk=session.pk).first()
+    if snapshot is not None:
+        snapshot.delete()
+        schedule_on_commit(PRUNE_FILE_HISTORY, snapshot.archive_id, snapshot.generation)
 
 
 def staged_objects_delete(session_pk: int) -> None:

@@ -115,7 +115,7 @@ class ArchiveSerializer(serializers.ModelSerializer[ZarrArchive]):
 
     def get_version_count(self, archive: ZarrArchive) -> int:
         """Published versions (GET versions/ lists them)."""
-        return archive.generation - 1
+        return archive.published_versions
 
     def get_status(self, archive: ZarrArchive) -> str:
         return archive_state(archive).dandi_status

@@ -45,6 +45,9 @@ def _session_json(session: WriteSession) -> dict[str, Any]:
         "session_id": str(session.session_id),
         "zarr_id": str(session.archive.zarr_id),
         "state": session.state,
+        # The id the session reads the draft by, as it was when the session began (its
+        # snapshot: every read route takes it as it takes a version's); null once it ended.
+        "read_id": str(session.snapshot.version_id) if session.snapshot is not None else None,
         "created": session.created,
         "expires": session.expires,
         "ended": session.ended,
