@@ -64,15 +64,16 @@ install: $(STAMP)
 serve: $(SERVE_STAMP)
 	$(BIN)/dandizarr serve
 
-# One pytest worker per core and one more (pytest-xdist; TEST_WORKERS=0 runs in this process, one
-# test at a time): two workers kept two cores only 70% busy, each waiting on the servers, CLIs
-# and workers its live tests start (docs/testing.md). loadgroup: the tests of one xdist_group
+# One pytest worker per core and two more (pytest-xdist; TEST_WORKERS=0 runs in this process,
+# one test at a time): the live tests wait on the servers, CLIs and workers they start, so a
+# worker a core left the cores idle (docs/testing.md: 3 workers 15.4 min, 4 workers 12.8 min on
+# two cores). loadgroup: the tests of one xdist_group
 # (a fixed port) run on one worker. The 30 slowest steps are listed at the end (docs/testing.md:
 # where the time goes). pytest's status 5 (no test selected, by ARGS or -m) is no failure.
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on
 # this machine): each pytest process, and each program the tests start, would otherwise compile
 # the project, the tests and pytest's rewritten asserts again at every start.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
 PYTEST_RUN := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup \
 	--durations=30
 
