@@ -190,11 +190,19 @@ class ApiConnection:
         raise self._error(method, url, response)
 
     def storage_request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
-        """A presigned storage URL, through the storage session (never with the token) under
-        the retry policy; the answer with a final status is returned for the caller to judge
-        (an expired URL, a missing key). TransientError when the retries ran out, ClientError
-        when the request cannot be made at all."""
+        """A presigned storage URL, through the storage session (with the token only to the
+        service's own URLs) under the retry policy; the answer with a final status is returned
+        for the caller to judge (an expired URL, a missing key). TransientError when the
+        retries ran out, ClientError when the request cannot be made at all."""
         kwargs.setdefault("timeout", self.timeout)
+        if self.token and url.startswith(self.server + "/"):
+            # Not storage but the service itself (a version's file is read through
+            # ``/zarr/{version_id}/``): the token goes where the API's does, so that a private
+            # archive's reads are the reader's.
+            kwargs["headers"] = {
+                **(kwargs.get("headers") or {}),
+                "Authorization": f"Token {self.token}",
+            }
         try:
             return request_with_retry(
                 self.storage_session, method, url, self.retry, counter=self.retries, **kwargs

@@ -237,6 +237,37 @@ def test_bad_input_is_refused_and_changes_nothing(
     assert Batch.objects.count() == 0
 
 
+def test_a_session_past_its_byte_limit_or_ended_is_refused_and_changes_nothing(
+    owner: Actor, zarr_id: str, settings: Any
+) -> None:
+    """What a session may stage is bounded in bytes as in paths (a path written again counts
+    once, at its new size); past it, or once the session ended, a write is a 4xx with its code
+    and nothing is recorded."""
+    settings.DANDIZARR_WRITE_SESSION_BYTE_LIMIT = 10
+    session = begin(owner, zarr_id)
+    url = f"/api/zarr/{zarr_id}/sessions/{session}"
+
+    def declare(files: dict[str, int]) -> Any:
+        body = [{"path": p, "etag": md5(b"x" * n), "size": n} for p, n in files.items()]
+        return owner.client.post(f"{url}/files/", body, format="json")
+
+    assert declare({"x": 6}).status_code == 200
+    refused = declare({"y": 5})
+    assert (refused.status_code, refused.json()["code"]) == (400, "session_too_large")
+    assert "10" in refused.json()["detail"]
+    assert declare({"x": 4, "y": 5}).status_code == 200  # x counts once, at its new size
+    assert sorted(SessionFile.objects.values_list("path", "size")) == [("x", 4), ("y", 5)]
+    assert declare({"z": 11}).json()["code"] == "session_too_large"
+    assert owner.client.delete(url + "/").status_code == 204
+    for late in (
+        declare({"w": 1}),
+        owner.client.post(f"{url}/deletions/", [{"path": "x"}], format="json"),
+        commit(owner, zarr_id, session),
+    ):
+        assert (late.status_code, late.json()["code"]) == (409, "session_ended")
+    assert not SessionFile.objects.exists() and Batch.objects.count() == 0
+
+
 def test_a_version_is_read_only_and_a_session_conflicts_with_a_reset(
     owner: Actor, dandiset: str, local_storage: str
 ) -> None:

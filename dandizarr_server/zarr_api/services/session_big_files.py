@@ -35,6 +35,7 @@ from dandizarr_server.zarr_api.services.multipart_uploads import (
     upload_complete,
 )
 from dandizarr_server.zarr_api.services.write_sessions import (
+    session_limits_check,
     session_lock,
     session_touch,
     staged_rows_record,
@@ -64,6 +65,7 @@ def session_upload_begin(
     try:
         with transaction.atomic():
             session = session_lock(user, archive, session)
+            session_limits_check(session, {path: size})
             each = part_bytes(size)
             upload = MultipartUpload.objects.create(
                 archive=archive,

@@ -11,12 +11,12 @@ time. Nothing a session stages is read by any route of the draft before its comm
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Min
+from django.db.models import Max, Min, Sum
 from django.utils import timezone
 
 from dandizarr.checksums.paths import directories_above
@@ -168,7 +168,7 @@ def staged_rows_record(
     limit, clashing with no file or directory of the draft. ``verified``: storage was found
     to hold each (a big file, completed)."""
     paths = [path for path, _, _, _ in rows]
-    _check_limit(session, paths)
+    session_limits_check(session, {path: size for path, _, size, _ in rows})
     deletions = dict.fromkeys(
         SessionFile.objects.filter(session=session, deleted=True, path__in=list(_nearby(paths)))
         .values_list("path", flat=True)
@@ -193,14 +193,32 @@ def _nearby(paths: Sequence[str]) -> set[str]:
     return {*paths, *directories_above(paths)}
 
 
-def _check_limit(session: WriteSession, paths: Sequence[str]) -> None:
-    held = SessionFile.objects.filter(session=session).count()
-    known = SessionFile.objects.filter(session=session, path__in=list(paths)).count()
+def session_limits_check(session: WriteSession, sizes: Mapping[str, int]) -> None:
+    """ValidationFailed (``session_too_large``) when the session (its row locked) would
+    change more paths than ``DANDIZARR_WRITE_SESSION_FILE_LIMIT`` or stage more bytes than
+    ``DANDIZARR_WRITE_SESSION_BYTE_LIMIT`` with ``sizes`` (path: bytes; 0 for a deletion)
+    written: what it holds at other paths, its big files being sent among them, and these."""
+    paths = list(sizes)
+    rows = SessionFile.objects.filter(session=session)
+    held = rows.count() - rows.filter(path__in=paths).count()
+    others = rows.exclude(path__in=paths)
+    held_bytes = others.aggregate(s=Sum("size"))["s"] or 0
+    sending = MultipartUpload.objects.filter(
+        session=session, state=MultipartUpload.State.OPEN
+    ).exclude(path__in=paths)
+    held_bytes += sending.aggregate(s=Sum("size"))["s"] or 0
     limit = settings.DANDIZARR_WRITE_SESSION_FILE_LIMIT
-    if held - known + len(paths) > limit:
+    if held + len(paths) > limit:
         raise ValidationFailed(
-            f"the session would change {held - known + len(paths)} paths; at most {limit} are "
+            f"the session would change {held + len(paths)} paths; at most {limit} are "
             "allowed in one session (commit it and begin another)",
+            code="session_too_large",
+        )
+    byte_limit = settings.DANDIZARR_WRITE_SESSION_BYTE_LIMIT
+    if held_bytes + sum(sizes.values()) > byte_limit:
+        raise ValidationFailed(
+            f"the session would stage {held_bytes + sum(sizes.values())} bytes; at most "
+            f"{byte_limit} are allowed in one session (commit it and begin another)",
             code="session_too_large",
         )
 
@@ -236,7 +254,7 @@ def session_paths_delete(
     session staged, is simply not there after the commit)."""
     with transaction.atomic():
         session = session_lock(user, archive, session)
-        _check_limit(session, paths)
+        session_limits_check(session, dict.fromkeys(paths, 0))
         _rows_replace(session, [(p, "", 0, "") for p in paths], deleted=True)
         session_touch(session)
 
