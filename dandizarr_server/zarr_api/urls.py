@@ -72,6 +72,7 @@ urlpatterns = [
         versions.DraftResetView.as_view(),
         name="zarr-version-reset",
     ),
+    path(zarr + "diff/", versions.ArchiveDiffView.as_view(), name="zarr-diff"),
     path(zarr + "sessions/", sessions.SessionsView.as_view(), name="zarr-sessions"),
     path(zarr + "sessions/<str:session_id>/", sessions.SessionView.as_view(), name="zarr-session"),
     path(

@@ -213,6 +213,7 @@ ROUTES = {
     "zarr-versions": "rows",
     "zarr-version": "rows",
     "zarr-version-changes": "rows",
+    "zarr-diff": "checksum listings",
     "zarr-batch": "rows",
     "zarr-batch-parts": "a write",
     "zarr-finalize": "a write",

@@ -75,6 +75,7 @@ ROUTES = {
     "zarr-versions": PRIVATE,
     "zarr-version": PRIVATE,
     "zarr-version-changes": PRIVATE,
+    "zarr-diff": PRIVATE,
     "zarr-version-reset": PRIVATE,
     "zarr-ome": PRIVATE,
     "zarr-sessions": PRIVATE,
@@ -183,13 +184,13 @@ def private(owner: Actor, s3_storage: str) -> dict[str, str]:
 
 
 # Query strings a route needs to name its object.
-QUERIES = {"page-preview": "?array=img"}
+QUERIES = {"page-preview": "?array=img", "zarr-diff": "?to={zarr_id}"}
 
 
 def _url(name: str, values: dict[str, str]) -> str:
     if name == "local-storage-object":  # its key is a storage key
         values = {**values, "key": values["storage_key"]}
-    return route_url(name, values) + QUERIES.get(name, "")
+    return route_url(name, values) + QUERIES.get(name, "").format(**values)
 
 
 def _leaks(response: Any) -> list[str]:

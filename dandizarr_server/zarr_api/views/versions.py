@@ -18,6 +18,7 @@ from dandizarr_server.zarr_api.domain.permissions import require_writer
 from dandizarr_server.zarr_api.edge.exceptions import NotFound, ValidationFailed
 from dandizarr_server.zarr_api.edge.throttles import EXPENSIVE_READ_THROTTLES
 from dandizarr_server.zarr_api.models import ArchiveVersion, ZarrArchive
+from dandizarr_server.zarr_api.parsers.diffs import parse_diff_query
 from dandizarr_server.zarr_api.parsers.paging import page_request, query_positive_int
 from dandizarr_server.zarr_api.selectors.archive_versions import (
     archive_version_find,
@@ -30,6 +31,7 @@ from dandizarr_server.zarr_api.selectors.lookups import (
     archive_for_write,
     archive_get,
 )
+from dandizarr_server.zarr_api.selectors.tree_diffs import archives_diff
 from dandizarr_server.zarr_api.services.draft_reset import draft_reset
 from dandizarr_server.zarr_api.views.paging import page_links
 
@@ -131,4 +133,45 @@ class DraftResetView(APIView):
         return Response(
             {"version": int(number), "batches": [b.pk for b in made]},
             status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class ArchiveDiffView(APIView):
+    """``GET /api/zarr/{zarr_id}/diff/?to={zarr_id}``: the files added, modified and deleted
+    from one archive state to another (a draft, a version's or a snapshot's id), a page at a
+    time in tree order (docs/api.md, "Diffs")."""
+
+    throttle_classes = EXPENSIVE_READ_THROTTLES
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("to", str, description="the archive, version or snapshot id to"),
+            OpenApiParameter("after", str, description="resume past this path (a page's next)"),
+            OpenApiParameter("limit", int, description="at most this many changes (10000)"),
+        ]
+    )
+    def get(self, request: Request, zarr_id: str) -> Response:
+        before = archive_get(zarr_id, request.user)  # first: a stranger learns nothing more
+        asked = parse_diff_query(request.query_params)
+        after = archive_get(asked.to, request.user)
+        page = archives_diff(before, after, since=asked.after, limit=asked.limit)
+        lists: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
+        for change in page.changes:
+            lists[change.kind].append(change.path)
+        added = sum(c.size_after or 0 for c in page.changes)
+        deleted = sum(c.size_before or 0 for c in page.changes)
+        following = None
+        if page.next_after is not None:
+            query = request.query_params.copy()
+            query["after"] = page.next_after
+            following = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+        return Response(
+            {
+                "from": str(before.read_id),
+                "to": str(after.read_id),
+                **lists,
+                "bytes_added": added,
+                "bytes_deleted": deleted,
+                "next": following,
+            }
         )

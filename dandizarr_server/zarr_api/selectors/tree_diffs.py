@@ -1,0 +1,30 @@
+"""What changed between two states of archives (drafts, versions, a session's snapshot), read
+from their ``.checksum`` trees top-down (``dandizarr.checksums.diff``): a page of changes in
+tree order, costing listing reads in proportion to the directories that changed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import islice
+
+from dandizarr.checksums.diff import Change, tree_changes
+from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree_cached
+
+
+@dataclass(frozen=True)
+class DiffPage:
+    changes: list[Change]
+    # The last path of this page when more follow (the next page's ``after``), else None.
+    next_after: str | None
+
+
+def archives_diff(before: ZarrArchive, after: ZarrArchive, *, since: str, limit: int) -> DiffPage:
+    """The changes from ``before`` to ``after`` (each as looked up: a draft as applied, or the
+    version or snapshot it was looked up as) past the path ``since``, at most ``limit``."""
+    changes = tree_changes(
+        archive_tree_cached(before).read, archive_tree_cached(after).read, after=since
+    )
+    page = list(islice(changes, limit + 1))
+    more = len(page) > limit
+    return DiffPage(page[:limit], page[limit - 1].path if more else None)

@@ -1,0 +1,93 @@
+"""``GET /api/zarr/{zarr_id}/diff/?to=`` (issue #49, diffs): the files added, modified and
+deleted between any two states (a version and the draft, two versions, two archives), exact,
+a page at a time through ``next``; what a requester may not read is absent; bad queries are
+400s that name no value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.test import Client
+
+from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
+from tests.support.api import Actor, create_archive, upload
+from tests.support.versions import add_asset, publish, versions
+
+BEFORE = {"a/x": b"x one", "a/y": b"y one", "keep": b"kept", "a/b/deep": b"deep", "f": b"file"}
+AFTER = {"a/x": b"x two!", "keep": b"kept", "a/b/deep": b"deep", "a/z": b"z", "f/now": b"dir"}
+
+
+def diff(actor: Actor, zarr_id: str, to: str, **query: Any) -> Any:
+    return actor.client.get(f"/api/zarr/{zarr_id}/diff/", {"to": to, **query})
+
+
+def draft_like(owner: Actor, dandiset: str, name: str, files: dict[str, bytes]) -> str:
+    zarr_id = create_archive(owner, dandiset, name, layout="loose")
+    assert upload(owner.client, zarr_id, files).status_code == 200
+    return zarr_id
+
+
+def test_a_diff_names_every_change_exactly_and_pages(
+    owner: Actor, stranger: Actor, dandiset: str, s3_storage: str
+) -> None:
+    ensure_storage_versioning()
+    zarr_id = draft_like(owner, dandiset, "d.zarr", BEFORE)
+    add_asset(owner, dandiset, zarr_id, "d.zarr")
+    publish(owner, dandiset)
+    version_id = versions(owner, zarr_id)[0]["zarr_id"]
+    response = owner.client.delete(
+        f"/api/zarr/{zarr_id}/files/", [{"path": p} for p in ("a/y", "f")], format="json"
+    )
+    assert response.status_code == 204
+    changed = {k: AFTER[k] for k in ("a/x", "a/z", "f/now")}
+    assert upload(owner.client, zarr_id, changed).status_code == 200
+
+    answer = diff(owner, version_id, zarr_id)
+    assert answer.status_code == 200, answer.content
+    whole = answer.json()
+    assert whole["from"] == version_id and whole["to"] == zarr_id
+    assert whole["added"] == ["a/z", "f/now"]
+    assert whole["modified"] == ["a/x"]
+    assert whole["deleted"] == ["a/y", "f"]
+    assert whole["bytes_added"] == len(b"x two!") + len(b"z") + len(b"dir")
+    assert whole["bytes_deleted"] == len(b"x one") + len(b"y one") + len(b"file")
+    assert whole["next"] is None
+    # The other way round, and between two archives with the same files: the same changes.
+    back = diff(owner, zarr_id, version_id).json()
+    assert (back["added"], back["deleted"]) == (whole["deleted"], whole["added"])
+    twin = draft_like(owner, dandiset, "twin.zarr", AFTER)
+    assert diff(owner, twin, zarr_id).json()["added"] == []
+    assert diff(owner, version_id, twin).json()["added"] == whole["added"]
+    # A page of one change at a time, resumed through next: the same changes in order.
+    seen: list[str] = []
+    url: str | None = f"/api/zarr/{version_id}/diff/?to={zarr_id}&limit=1"
+    while url:
+        page = owner.client.get(url).json()
+        seen += page["added"] + page["modified"] + page["deleted"]
+        url = page["next"]
+    assert seen == ["a/x", "a/y", "a/z", "f", "f/now"]
+
+    # Bad queries: 400 naming no value; ids no one may read here: 404.
+    for query in ({"to": ""}, {"to": zarr_id, "after": "../x"}, {"to": zarr_id, "limit": "0"}):
+        refused = owner.client.get(f"/api/zarr/{version_id}/diff/", query)
+        assert refused.status_code == 400, (query, refused.content)
+        assert "../x" not in refused.json()["detail"]
+    missing = "00000000-0000-4000-8000-000000000000"
+    assert diff(owner, version_id, missing).status_code == 404
+    assert diff(owner, missing, zarr_id).status_code == 404
+
+
+def test_a_private_archive_is_absent_from_a_diff(
+    owner: Actor, stranger: Actor, s3_storage: str
+) -> None:
+    private = owner.client.post("/api/dandisets/?embargo=true", {"name": "p"}, format="json")
+    identifier = private.json()["identifier"]
+    secret = draft_like(owner, identifier, "s.zarr", BEFORE)
+    open_dandiset = stranger.client.post("/api/dandisets/", {"name": "o"}, format="json")
+    mine = draft_like(stranger, open_dandiset.json()["identifier"], "m.zarr", AFTER)
+    assert diff(owner, secret, mine).status_code == 200  # the owner reads both
+    for client, other in ((stranger.client, mine), (Client(), mine)):
+        for frm, to in ((secret, other), (other, secret)):
+            answer = client.get(f"/api/zarr/{frm}/diff/", {"to": to})
+            assert answer.status_code in (401, 404), answer.content
+            assert b"s.zarr" not in answer.content
