@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 
 from dandizarr import __version__
-from dandizarr.commands import checksum, convert, download, ls, upload
+from dandizarr.commands import checksum, convert, diff, download, ls, upload
 from dandizarr.commands.errors import CommandError
 
-COMMAND_MODULES = (checksum, upload, download, ls, convert)
+COMMAND_MODULES = (checksum, upload, download, ls, diff, convert)
 # Subcommands other packages add (``serve``, from ``dandizarr_server``): each entry point of this
 # group is a ``register(subparsers)`` function.
 PLUGIN_GROUP = "dandizarr.commands"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from dandizarr.client.upload_types import DEFAULT_CHECKSUM_TIMEOUT
 from dandizarr.commands import Subparsers
@@ -124,6 +125,12 @@ def register(subparsers: Subparsers) -> None:
         help="for a URL: the most read from the source at a time, and the biggest file sent "
         "from memory (default: 8M); memory holds about two pieces per job",
     )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="send nothing: print what the upload would add and modify (and with --sync "
+        "delete), from the local tree's checksums and the archive's",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_connection_arguments(parser)
     parser.set_defaults(func=run)
@@ -183,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
     if args.shard_size and not args.pack:
         raise CommandError("--shard-size needs --pack")
     check_ome(args.path, strict=args.strict)
+    if args.dry_run:
+        return dry_run(args)
     progress = make_progress(args, "upload")
     with json_errors(args), client_errors(), make_client(args) as client:
         result = client.upload(
@@ -200,3 +209,29 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
         )
     return report(args, result)
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """What the upload would change, nothing sent: deletions only with --sync (without it the
+    archive keeps what the local tree lacks)."""
+    from dandizarr.client.tree_diffs import Diff, upload_changes
+    from dandizarr.commands.diff import print_diff
+
+    with json_errors(args), client_errors(), make_client(args) as client:
+        zarr_id = args.zarr_id
+        if not zarr_id:
+            # As the upload names it (dandizarr.client.upload): the directory's name.
+            name = args.name or Path(args.path).resolve().name
+            found = client.find_archive(args.dandiset, name)
+            zarr_id = found.zarr_id if found is not None else None
+        diff, kept = Diff(), 0
+        jobs = args.hash_jobs or min(8, os.cpu_count() or 1)
+        for change in upload_changes(client, Path(args.path), zarr_id, jobs=jobs):
+            if change.kind == "deleted" and not args.sync:
+                kept += 1
+                continue
+            diff.add(change)
+    print_diff(diff, as_json=args.json)
+    if kept and not args.json:
+        print(f"({kept} files of the archive not in {args.path} are kept: --sync deletes them)")
+    return 0
