@@ -67,6 +67,15 @@ def test_a_diff_names_every_change_exactly_and_pages(
         url = page["next"]
     assert seen == ["a/x", "a/y", "a/z", "f", "f/now"]
 
+    # The next version's page shows what changed since the one before.
+    publish(owner, dandiset)
+    second = versions(owner, zarr_id)[1]["zarr_id"]
+    page = owner.client.get(f"/archives/{second}/").content.decode()
+    assert "Changes since version 1" in page
+    shown = page.split('<pre class="changes">', 1)[1].split("</pre>", 1)[0].splitlines()
+    assert shown == ["~ a/x", "- a/y", "+ a/z", "- f", "+ f/now"]
+    assert "Changes since" not in owner.client.get(f"/archives/{version_id}/").content.decode()
+
     # Bad queries: 400 naming no value; ids no one may read here: 404.
     for query in ({"to": ""}, {"to": zarr_id, "after": "../x"}, {"to": zarr_id, "limit": "0"}):
         refused = owner.client.get(f"/api/zarr/{version_id}/diff/", query)

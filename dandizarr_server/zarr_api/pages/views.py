@@ -33,6 +33,7 @@ from dandizarr_server.zarr_api.selectors.archive_state import archive_state
 from dandizarr_server.zarr_api.selectors.archive_versions import newest_versions
 from dandizarr_server.zarr_api.selectors.listings import batch_history
 from dandizarr_server.zarr_api.selectors.lookups import annotated_archive_get, archive_get
+from dandizarr_server.zarr_api.selectors.tree_diffs import changes_since_previous_version
 
 PAGE_SIZE = 200
 # The archive and tree pages link this many of the newest versions; the older ones through the
@@ -40,6 +41,8 @@ PAGE_SIZE = 200
 PAGE_VERSIONS = 20
 # The archive page shows this many of its latest batches.
 BATCHES_SHOWN = 50
+# A version's page lists this many of its changes since the version before (the rest: the API).
+CHANGES_SHOWN = 100
 
 
 def _not_found_as_404(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -173,6 +176,7 @@ def archive(request: HttpRequest, zarr_id: str) -> HttpResponse:
     context["arrays"] = [(array, array_links.get(array.path)) for array in arrays]
     context["batches"] = batch_history(archive, BATCHES_SHOWN) if archive.as_of is None else None
     context["version_tag"] = preview.version_tag(archive)
+    context["changes"] = changes_since_previous_version(archive, CHANGES_SHOWN)
     return render(request, "dandizarr/archive.html", context)
 
 

@@ -4,12 +4,14 @@ tree order, costing listing reads in proportion to the directories that changed.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from itertools import islice
 
 from dandizarr.checksums.diff import Change, tree_changes
-from dandizarr_server.zarr_api.models import ZarrArchive
+from dandizarr_server.zarr_api.models import ArchiveVersion, ZarrArchive
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree_cached
+from dandizarr_server.zarr_api.selectors.archive_versions import archive_versions
 
 
 @dataclass(frozen=True)
@@ -28,3 +30,23 @@ def archives_diff(before: ZarrArchive, after: ZarrArchive, *, since: str, limit:
     page = list(islice(changes, limit + 1))
     more = len(page) > limit
     return DiffPage(page[:limit], page[limit - 1].path if more else None)
+
+
+@dataclass(frozen=True)
+class VersionChanges:
+    previous: ArchiveVersion
+    page: DiffPage
+
+
+def changes_since_previous_version(archive: ZarrArchive, limit: int) -> VersionChanges | None:
+    """For an archive looked up as a published version past the first: the first ``limit``
+    changes since the version before it (what the version's page shows)."""
+    version = archive.as_of
+    if version is None or version.kind != ArchiveVersion.Kind.PUBLISHED or version.number < 2:
+        return None
+    previous = archive_versions(archive).filter(number__lt=version.number).last()
+    if previous is None:
+        return None
+    before = copy.copy(archive)
+    before.as_of = previous
+    return VersionChanges(previous, archives_diff(before, archive, since="", limit=limit))
