@@ -9,47 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import dask.array as da
 import numpy as np
 import xarray as xr
-import zarr
-from distributed import Client, LocalCluster
 from zarr.storage import LocalStore
 
-from tests.support.api import expected_checksum
+from tests.support.dask_writes import dask_write_and_commit, local_checksum
 from tests.support.live_client import Service
 
 
-def local_checksum(root: Path) -> str:
-    files = {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-    return expected_checksum(files)
-
-
 def test_dask_workers_in_two_processes_write_one_session(
-    service: Service, archive: str, opened: Any, tmp_path: Path
+    service: Service, archive: str, tmp_path: Path
 ) -> None:
-    x = da.arange(96 * 80, dtype="int32", chunks=16 * 80).reshape(96, 80).rechunk((16, 20))
-    store = opened(read_only=False)
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        da.to_zarr(x, store, component="image", compute=True)
-        # Each chunk was written by a worker process (none by this one).
-        workers = client.run(lambda: __import__("os").getpid())
-        assert len(set(workers.values())) == 2
-    checksum = store.commit()
-    da.to_zarr(x, LocalStore(tmp_path / "local.zarr"), component="image", compute=True)
-    assert checksum == local_checksum(tmp_path / "local.zarr")
+    checksum = dask_write_and_commit(service.url, archive, service.token, tmp_path)
     assert checksum == service.archive(archive)["checksum"]
-    read: Any = zarr.open_array(store=opened(), path="image", mode="r")
-    assert np.array_equal(read[:], x.compute())
 
 
 def dataset(start: int, steps: int) -> xr.Dataset:

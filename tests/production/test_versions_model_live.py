@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.ci import needs
+from tests.support.dask_writes import dask_write_and_commit
 from tests.support.model_api import HttpApi
 from tests.support.processes import Processes
 from tests.support.production import Production, production, tools_missing
@@ -138,6 +139,15 @@ def test_every_version_reads_as_the_model_in_every_process(
                     session_weight=2,
                 )
                 walk.run(STEPS)
+                # Issue #48 in this shape: Dask's two worker processes write one session.
+                made = HttpApi(deployment.url, deployment.token).request(
+                    "POST",
+                    "/api/zarr/",
+                    body={"name": "dask.zarr", "dandiset": walk.dandiset},
+                )
+                assert made.status == 201, made.body
+                dask_zarr = str(made.json()["zarr_id"])
+                dask_write_and_commit(deployment.url, dask_zarr, deployment.token, tmp_path)
                 downloaded = assert_every_version_downloads(
                     deployment.url, deployment.token, walk, tmp_path / "dandi"
                 )

@@ -1,0 +1,58 @@
+"""``dask.array.to_zarr`` through ``ArchiveStore`` on a ``distributed`` cluster of two worker
+processes into one write session, one commit (docs/writing.md): the checksum the commit returns
+is the one the same writes give written locally, every chunk written by a worker process. Run
+against the tests' live service (tests/client/test_store_dask.py) and the production shape
+(tests/production/test_versions_model_live.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import zarr
+from distributed import Client, LocalCluster
+from zarr.storage import LocalStore
+
+from dandizarr.client.store import ArchiveStore
+from tests.support.api import expected_checksum
+
+
+def local_checksum(root: Path) -> str:
+    files = {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+    return expected_checksum(files)
+
+
+def dask_write_and_commit(url: str, zarr_id: str, token: str, work: Path) -> str:
+    """Write an array through two Dask worker processes, commit once, read it back; the
+    commit's checksum (asserted equal to the local one)."""
+    x = da.arange(96 * 80, dtype="int32", chunks=16 * 80).reshape(96, 80).rechunk((16, 20))
+    store = ArchiveStore(url, zarr_id, token=token, read_only=False)
+    try:
+        with (
+            LocalCluster(
+                n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            da.to_zarr(x, store, component="image", compute=True)
+            # Each chunk was written by a worker process (none by this one).
+            workers = client.run(lambda: __import__("os").getpid())
+            assert len(set(workers.values())) == 2
+        checksum = store.commit()
+    finally:
+        store.close()
+    da.to_zarr(x, LocalStore(work / "local.zarr"), component="image", compute=True)
+    assert checksum == local_checksum(work / "local.zarr")
+    reader = ArchiveStore(url, zarr_id, token=token)
+    try:
+        read: Any = zarr.open_array(store=reader, path="image", mode="r")
+        assert np.array_equal(read[:], x.compute())
+    finally:
+        reader.close()
+    return checksum
