@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     django.setup()
     settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
     call_command("migrate", interactive=False, verbosity=0)
+    print(f"dandizarr is starting at {settings.PUBLIC_URL}/", flush=True)
     call_command("bootstrap_admin")
     if settings.CELERY_TASK_ALWAYS_EAGER:
         # No Celery beat runs the periodic sweeps: finish what a crash left undone now.

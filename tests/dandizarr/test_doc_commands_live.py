@@ -190,8 +190,10 @@ def test_deploying_native_setup_and_users(
     users = block("docs/deploying.md", "python manage.py users add")
     out = bash(processes, users, checkout, clean_env(**settings))
     assert "000001" in out.splitlines() and "bob owns dandiset 000001" in out
-    for path in (tmp_path / "data" / "tokens" / "alice", checkout / "alice.token"):
-        assert path.stat().st_mode & 0o777 == 0o600, path
+    assert (checkout / "alice.token").stat().st_mode & 0o777 == 0o600
+    # The token issued to the default file was replaced by the one in alice.token: its file
+    # went with it (no dead token left behind).
+    assert not (tmp_path / "data" / "tokens" / "alice").exists()
     # Revoked last: no token of hers is left.
     from_file = (checkout / "alice.token").read_text().strip()
     assert from_file not in out

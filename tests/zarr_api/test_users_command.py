@@ -153,3 +153,20 @@ def test_an_operator_creates_a_dandiset_for_an_owner(db: None) -> None:
     with pytest.raises(CommandError):
         call_command("dandisets", "create", "x", "--owner", "nobody", stdout=StringIO())
     assert Dandiset.objects.count() == 2
+
+
+def test_no_dead_token_is_left_in_the_default_file(db: None, settings: Any, tmp_path: Path) -> None:
+    """A token issued elsewhere (or printed) or revoked takes the old one's file with it."""
+    settings.DATA_DIR = tmp_path
+    users("add", "bob")
+    default = tmp_path / "tokens" / "bob"
+    users("token", "issue", "bob")
+    assert default.is_file()
+    users("token", "issue", "bob", "--file", str(tmp_path / "elsewhere"))
+    assert not default.exists() and (tmp_path / "elsewhere").is_file()
+    users("token", "issue", "bob")
+    users("token", "issue", "bob", "--print")
+    assert not default.exists()
+    users("token", "issue", "bob")
+    users("token", "revoke", "bob")
+    assert not default.exists()

@@ -41,7 +41,9 @@ class Command(BaseCommand):
             user.save(update_fields=["password"])
         # Where the secrets are, never the secrets: this output is the container's log under
         # compose (and make serve's terminal), which others may read and which is kept.
-        self.stdout.write(f"dandizarr is starting at {settings.PUBLIC_URL}/")
+        # It starts nothing itself: ``dandizarr serve`` calls it as it starts, compose's web
+        # service before gunicorn, an operator once after migrating (docs/deploying.md).
+        self.stdout.write(f"the service's address: {settings.PUBLIC_URL}/")
         self.stdout.write(f"admin API token: in {token_path} (readable by this account alone)")
         if new_password is not None:
             password = f"a new password in {password_path} (readable by this account alone)"
@@ -51,7 +53,8 @@ class Command(BaseCommand):
             password = "password set earlier"
         self.stdout.write(
             f"admin login at {settings.PUBLIC_URL}/admin/: user {ADMIN_USERNAME}, {password}; "
-            f"change it with: python manage.py changepassword {ADMIN_USERNAME}"
+            f"change it with: django-admin changepassword {ADMIN_USERNAME} (in a checkout: "
+            f"python manage.py changepassword {ADMIN_USERNAME})"
         )
         self.stdout.write(
             f'try: curl -H "Authorization: Token $(cat {token_path})" '

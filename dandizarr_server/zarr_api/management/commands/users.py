@@ -78,13 +78,18 @@ class Command(BaseCommand):
                 return f"{user.username} owns dandiset {dandiset.identifier}"
             dandiset_owner_remove(user=user, dandiset=dandiset)
             return f"{user.username} no longer owns dandiset {dandiset.identifier}"
+        # The file a token is written to by default: never left holding a dead token.
+        default = settings.DATA_DIR / TOKENS_DIRECTORY / user.username
         if options["verb"] == "revoke":
+            default.unlink(missing_ok=True)
             if token_revoke(user=user):
                 return f"revoked the token of {user.username}"
             return f"{user.username} had no token"
         key = token_issue(user=user).key
-        if options["print"]:
+        path = None if options["print"] else options["file"] or default
+        if path != default:
+            default.unlink(missing_ok=True)  # the old token it held stopped working
+        if path is None:
             return key
-        path = options["file"] or settings.DATA_DIR / TOKENS_DIRECTORY / user.username
         write_private_file(path, key)
         return f"token of {user.username}: in {path} (readable by this account alone)"
