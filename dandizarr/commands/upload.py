@@ -178,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
     from dandizarr.client.remote_source import is_remote_url
 
     if is_remote_url(args.path):
+        if args.dry_run:
+            # Never an upload when asked for none: a URL's tree is not hashed here.
+            raise CommandError("--dry-run is for a local directory, not a URL")
         from dandizarr.commands.upload_remote import run_remote
 
         return run_remote(args)
@@ -219,7 +222,11 @@ def dry_run(args: argparse.Namespace) -> int:
 
     with json_errors(args), client_errors(), make_client(args) as client:
         zarr_id = args.zarr_id
-        if not zarr_id:
+        if zarr_id:
+            # One the user may not read is an error, not an empty archive (every file added).
+            client.get_archive(zarr_id)
+        else:
+            client.get_dandiset(args.dandiset)  # "does not exist" before anything else
             # As the upload names it (dandizarr.client.upload): the directory's name.
             name = args.name or Path(args.path).resolve().name
             found = client.find_archive(args.dandiset, name)

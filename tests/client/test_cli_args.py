@@ -82,3 +82,10 @@ def test_the_cli_default_jobs_is_the_clients() -> None:
     from dandizarr.commands import connection
 
     assert connection.DEFAULT_JOBS == api_connection.DEFAULT_JOBS
+
+
+def test_a_dry_run_of_a_url_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # A remote tree is not hashed here: refused before any connection (no server runs), not
+    # uploaded for real.
+    status = main(["upload", "s3://bucket/x.zarr", "--zarr-id", "u", "--dry-run"])
+    assert status != 0 and "--dry-run is for a local directory" in capsys.readouterr().err

@@ -48,6 +48,12 @@ def test_a_dry_run_sends_nothing_and_diff_names_the_changes(
         "upload", str(second), "--zarr-id", zarr_id, "--dry-run", "--sync"
     )
     assert synced["deleted"] == ["b/x"]
+    # An archive the user may not read (or none), a dandiset that is not: an error, not
+    # "every file added".
+    unknown = "00000000-0000-4000-8000-000000000000"
+    for target in (("--zarr-id", unknown), ("--dandiset", "999999")):
+        refused = service.cli("upload", str(second), *target, "--dry-run")
+        assert refused.returncode != 0 and "added" not in refused.stdout, target
     after = service.archive(zarr_id)
     assert (after["checksum"], after["modified"]) == (before["checksum"], before["modified"])
     assert service.api("GET", f"/api/zarr/{zarr_id}/upload/").status_code == 404
