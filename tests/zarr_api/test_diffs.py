@@ -9,6 +9,7 @@ from typing import Any
 
 from django.test import Client
 
+from dandizarr_server.zarr_api.selectors import tree_diffs
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from tests.support.api import Actor, create_archive, upload
 from tests.support.versions import add_asset, publish, versions
@@ -100,3 +101,36 @@ def test_a_private_archive_is_absent_from_a_diff(
             answer = client.get(f"/api/zarr/{frm}/diff/", {"to": to})
             assert answer.status_code in (401, 404), answer.content
             assert b"s.zarr" not in answer.content
+
+
+def test_a_diff_reads_the_directories_that_changed_not_the_archive(
+    owner: Actor, dandiset: str, s3_storage: str, monkeypatch: Any
+) -> None:
+    """The cost, counted not timed: the listings the route reads are those of the directories
+    on the way to a change, on both sides, whatever else the archives hold."""
+    files = {f"d{i:02}/f{j}": f"{i}-{j}".encode() for i in range(40) for j in range(5)}
+    files |= {f"big{k}/{n:02}/x": b"x" for k in range(2) for n in range(40)}
+    before = draft_like(owner, dandiset, "big.zarr", files)
+    after = draft_like(owner, dandiset, "big2.zarr", {**files, "d17/f3": b"!", "big1/05/x": b"y"})
+    reads: list[tuple[str, str]] = []
+    walk = tree_diffs.tree_changes
+
+    def counted(read_before: Any, read_after: Any, **options: Any) -> Any:
+        def side(name: str, read: Any) -> Any:
+            def counted_read(directory: str) -> Any:
+                reads.append((name, directory))
+                return read(directory)
+
+            return counted_read
+
+        return walk(side("before", read_before), side("after", read_after), **options)
+
+    monkeypatch.setattr(tree_diffs, "tree_changes", counted)
+    page = diff(owner, before, after).json()
+    assert (page["added"], page["modified"], page["deleted"]) == ([], ["big1/05/x", "d17/f3"], [])
+    changed = ["", "big1", "big1/05", "d17"]  # of 125 directories on each side
+    assert sorted(reads) == sorted((s, d) for s in ("before", "after") for d in changed)
+    # A page resumed past a path opens the directories on the way to it, no others.
+    reads.clear()
+    assert diff(owner, before, after, after="big1/05/x").json()["modified"] == ["d17/f3"]
+    assert set(reads) <= {(s, d) for s in ("before", "after") for d in changed}
