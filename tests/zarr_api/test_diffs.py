@@ -9,6 +9,7 @@ from typing import Any
 
 from django.test import Client
 
+from dandizarr_server.zarr_api.pages import views
 from dandizarr_server.zarr_api.selectors import tree_diffs
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from tests.support.api import Actor, create_archive, upload
@@ -29,7 +30,7 @@ def draft_like(owner: Actor, dandiset: str, name: str, files: dict[str, bytes]) 
 
 
 def test_a_diff_names_every_change_exactly_and_pages(
-    owner: Actor, stranger: Actor, dandiset: str, s3_storage: str
+    owner: Actor, stranger: Actor, dandiset: str, s3_storage: str, monkeypatch: Any
 ) -> None:
     ensure_storage_versioning()
     zarr_id = draft_like(owner, dandiset, "d.zarr", BEFORE)
@@ -75,6 +76,14 @@ def test_a_diff_names_every_change_exactly_and_pages(
     assert "Changes since version 1" in page
     shown = page.split('<pre class="changes">', 1)[1].split("</pre>", 1)[0].splitlines()
     assert shown == ["~ a/x", "- a/y", "+ a/z", "- f", "+ f/now"]
+    assert '<p class="change-counts">2 added, 1 modified, 2 deleted.</p>' in page
+    # Bounded: the first changes listed, each kind counted among the first counted.
+    monkeypatch.setattr(views, "CHANGES_SHOWN", 2)
+    monkeypatch.setattr(views, "CHANGES_COUNTED", 3)
+    page = owner.client.get(f"/archives/{second}/").content.decode()
+    shown = page.split('<pre class="changes">', 1)[1].split("</pre>", 1)[0].splitlines()
+    assert shown == ["~ a/x", "- a/y"]
+    assert "1 added, 1 modified, 1 deleted, and more: these counts are of the first 3" in page
     assert "Changes since" not in owner.client.get(f"/archives/{version_id}/").content.decode()
 
     # Bad queries: 400 naming no value; ids no one may read here: 404.

@@ -43,6 +43,8 @@ PAGE_VERSIONS = 20
 BATCHES_SHOWN = 50
 # A version's page lists this many of its changes since the version before (the rest: the API).
 CHANGES_SHOWN = 100
+# ...and counts them, up to this many (a walk that long at most, whatever the version changed).
+CHANGES_COUNTED = 10_000
 
 
 def _not_found_as_404(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -176,7 +178,8 @@ def archive(request: HttpRequest, zarr_id: str) -> HttpResponse:
     context["arrays"] = [(array, array_links.get(array.path)) for array in arrays]
     context["batches"] = batch_history(archive, BATCHES_SHOWN) if archive.as_of is None else None
     context["version_tag"] = preview.version_tag(archive)
-    context["changes"] = changes_since_previous_version(archive, CHANGES_SHOWN)
+    context["changes"] = changes_since_previous_version(archive, CHANGES_SHOWN, CHANGES_COUNTED)
+    context["changes_counted"] = CHANGES_COUNTED
     return render(request, "dandizarr/archive.html", context)
 
 

@@ -36,11 +36,18 @@ def archives_diff(before: ZarrArchive, after: ZarrArchive, *, since: str, limit:
 class VersionChanges:
     previous: ArchiveVersion
     page: DiffPage
+    # Each kind's count among the first changes counted, and whether more changed than that.
+    counts: dict[str, int]
+    more_than_counted: bool
 
 
-def changes_since_previous_version(archive: ZarrArchive, limit: int) -> VersionChanges | None:
+def changes_since_previous_version(
+    archive: ZarrArchive, limit: int, counted: int
+) -> VersionChanges | None:
     """For an archive looked up as a published version past the first: the first ``limit``
-    changes since the version before it (what the version's page shows)."""
+    changes since the version before it, and the count of each kind among the first
+    ``counted`` (what the version's page shows: a walk of at most ``counted`` changes, however
+    many the version made)."""
     version = archive.as_of
     if version is None or version.kind != ArchiveVersion.Kind.PUBLISHED or version.number < 2:
         return None
@@ -49,4 +56,11 @@ def changes_since_previous_version(archive: ZarrArchive, limit: int) -> VersionC
         return None
     before = copy.copy(archive)
     before.as_of = previous
-    return VersionChanges(previous, archives_diff(before, archive, since="", limit=limit))
+    walk = tree_changes(archive_tree_cached(before).read, archive_tree_cached(archive).read)
+    found = list(islice(walk, max(limit, counted) + 1))
+    shown = found[:limit]
+    page = DiffPage(shown, shown[-1].path if shown and len(found) > limit else None)
+    counts = {kind: 0 for kind in ("added", "modified", "deleted")}
+    for change in found[:counted]:
+        counts[change.kind] += 1
+    return VersionChanges(previous, page, counts, len(found) > counted)
