@@ -8,6 +8,8 @@ and PostgreSQL:
   the change and the publish;
 - reading a file of the first version (an object version the draft replaced) against reading
   the draft's file, through ``/zarr/``;
+- a diff of version 1 to version 2 through ``GET /api/zarr/{id}/diff/``: a page of 100
+  changes and all of them, cold and warm;
 - garbage collection of 100,000 unreferenced object versions: seconds and peak RSS, killed
   (kill -9) half-way and run again to the end.
 
@@ -331,6 +333,24 @@ def _run(weed: Any) -> None:
             f"{statistics.median(draft) * 1e3:.2f} ms: {ratio:.2f}x  (target <= 1.2x)",
             flush=True,
         )
+
+    # Diffs through the route (issue #49): version 1 to version 2, CHANGED files apart; a page
+    # of 100 changes, then all of them, each cold (this process's first) then warm.
+    first, second = (str(archive.versions.get(number=n).version_id) for n in (1, 2))
+    for limit in (100, CHANGED):
+        url = f"/api/zarr/{first}/diff/?to={second}&limit={limit}"
+        for attempt in ("cold", "warm"):
+            started = time.perf_counter()
+            response = client.get(url)
+            took = time.perf_counter() - started
+            assert response.status_code == 200, response.content[:200]
+            page = response.json()
+            found = sum(len(page[kind]) for kind in ("added", "modified", "deleted"))
+            print(
+                f"diff of version 1 to 2 through the route, {found:,} changes ({attempt}): "
+                f"{took * 1e3:.0f} ms  (target <= 1 s for 100)",
+                flush=True,
+            )
 
     # Garbage collection of GC_OBJECTS unreferenced versions, killed half-way, run again.
     store = get_store()
