@@ -90,10 +90,11 @@ def test_a_diff_names_every_change_exactly_and_pages(
     for query in ({"to": ""}, {"to": zarr_id, "after": "../x"}, {"to": zarr_id, "limit": "0"}):
         refused = owner.client.get(f"/api/zarr/{version_id}/diff/", query)
         assert refused.status_code == 400, (query, refused.content)
+        assert refused.json()["code"] == "invalid"
         assert "../x" not in refused.json()["detail"]
     missing = "00000000-0000-4000-8000-000000000000"
-    assert diff(owner, version_id, missing).status_code == 404
-    assert diff(owner, missing, zarr_id).status_code == 404
+    for answer in (diff(owner, version_id, missing), diff(owner, missing, zarr_id)):
+        assert (answer.status_code, answer.json()["code"]) == (404, "not_found")
 
 
 def test_a_private_archive_is_absent_from_a_diff(
