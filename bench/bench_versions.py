@@ -336,9 +336,9 @@ def _run(weed: Any) -> None:
 
     # Diffs through the route (issue #49): version 1 to version 2, CHANGED files apart; a page
     # of 100 changes, then all of them, each cold (this process's first) then warm.
-    first, second = (str(archive.versions.get(number=n).version_id) for n in (1, 2))
+    v1_id, v2_id = (str(archive.versions.get(number=n).version_id) for n in (1, 2))
     for limit in (100, CHANGED):
-        url = f"/api/zarr/{first}/diff/?to={second}&limit={limit}"
+        url = f"/api/zarr/{v1_id}/diff/?to={v2_id}&limit={limit}"
         for attempt in ("cold", "warm"):
             started = time.perf_counter()
             response = client.get(url)

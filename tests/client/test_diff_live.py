@@ -70,5 +70,5 @@ def test_a_dry_run_sends_nothing_and_diff_names_the_changes(
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[:3] == ["+ b/x", "~ a/c/1", "- a/c/2"]
     # A version the archive does not have: an error naming it, nothing printed as a diff.
-    unknown = service.cli("diff", f"{zarr_id}@9", other["zarr_id"], "--json")
-    assert unknown.returncode != 0 and "added" not in unknown.stdout
+    no_version = service.cli("diff", f"{zarr_id}@9", other["zarr_id"], "--json")
+    assert no_version.returncode != 0 and "added" not in no_version.stdout
