@@ -306,6 +306,6 @@ def test_a_session_reads_the_draft_as_it_began_whatever_commits_meanwhile(
     expected = IMAGE.copy()
     expected[:16, :16], expected[48:, 32:], expected[16:32, 16:32] = 7, 4, 0
     assert np.array_equal(image_of(after), expected)
-    assert sync(after.get("added.txt", PROTO)).to_bytes() == b"added"  # type: ignore[union-attr]
+    assert sync(after.get("added.txt", PROTO)).to_bytes() == b"added"
     assert "1" not in sync(collect(after.list_dir("image/c/1")))
     assert service.archive(archive)["checksum"] == checksum
