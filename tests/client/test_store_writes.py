@@ -266,10 +266,16 @@ def test_a_session_reads_the_draft_as_it_began_whatever_commits_meanwhile(
     write_image(LocalStore(root))
     client = service.client()
     assert client.upload(root, zarr_id=archive).ok
+    # A session's file is read from the one-member shard it was staged as, not a loose copy.
+    earlier = opened(read_only=False)
+    zarr.open_array(store=earlier, path="image", mode="r+")[32:48, :16] = 5  # image/c/2/0
+    earlier.commit()
     base = local_files(root)
+    base["image/c/2/0"] = sync(opened().get("image/c/2/0", PROTO)).to_bytes()
     store = opened(read_only=False)
     zarr.open_array(store=store, path="image", mode="r+")[:16, :16] = 7  # image/c/0/0
-    # Another writer: a chunk changed, one deleted, a file added.
+    # Another writer: chunks changed (image/c/2/0 back to the local tree's), one deleted, a file
+    # added.
     zarr.open_array(store=LocalStore(root), path="image", mode="r+")[48:, 32:] = 4
     (root / "image/c/1/1").unlink()
     (root / "added.txt").write_bytes(b"added")
@@ -277,13 +283,13 @@ def test_a_session_reads_the_draft_as_it_began_whatever_commits_meanwhile(
     now = opened()
     assert sync(now.exists("added.txt")) and not sync(now.exists("image/c/1/1"))
     began = IMAGE.copy()
-    began[:16, :16] = 7
+    began[:16, :16], began[32:48, :16] = 7, 5
 
     def reads_as_it_began(store: ArchiveStore) -> None:
         assert np.array_equal(image_of(store), began)
         assert not sync(store.exists("added.txt"))
         assert sync(store.get("added.txt", PROTO)) is None
-        for key in ("image/c/1/1", "image/c/3/2"):
+        for key in ("image/c/1/1", "image/c/2/0", "image/c/3/2"):
             read = sync(store.get(key, PROTO))
             assert read is not None and read.to_bytes() == base[key], key
         assert sorted(sync(collect(store.list()))) == sorted(base)
