@@ -30,6 +30,8 @@ from dandizarr.client.store import ArchiveStore
 from dandizarr_server.zarr_api.domain.keys import session_prefix
 from dandizarr_server.zarr_api.models import WriteSession
 from dandizarr_server.zarr_api.runtime.storage import get_store
+from dandizarr_server.zarr_api.selectors.lookups import archive_get
+from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.session_cleanup import write_sessions_sweep
 from tests.support.api import expected_checksum
 from tests.support.live_client import Service
@@ -250,3 +252,66 @@ def test_a_writer_killed_mid_session_leaves_the_draft_as_it_was(
     assert list(get_store().list(prefix)) == []
     assert service.archive(archive)["checksum"] == after
     time.sleep(0)
+
+
+def test_a_session_reads_the_draft_as_it_began_whatever_commits_meanwhile(
+    service: Service, archive: str, opened: Any, tmp_path: Path, settings: Any
+) -> None:
+    """Snapshot isolation through the store: an upload that changes, deletes and adds files the
+    session does not write commits while the session is open; every read of the session
+    (``get``, ``exists``, ``list``, ``list_dir``, ``list_prefix``) still sees its own writes over
+    the draft as it began, garbage collection meanwhile takes nothing that reads, and after the
+    commit the draft holds both."""
+    root = tmp_path / "image.zarr"
+    write_image(LocalStore(root))
+    client = service.client()
+    assert client.upload(root, zarr_id=archive).ok
+    # A session's file is read from the one-member shard it was staged as, not a loose copy.
+    earlier = opened(read_only=False)
+    zarr.open_array(store=earlier, path="image", mode="r+")[32:48, :16] = 5  # image/c/2/0
+    earlier.commit()
+    base = local_files(root)
+    base["image/c/2/0"] = sync(opened().get("image/c/2/0", PROTO)).to_bytes()
+    store = opened(read_only=False)
+    zarr.open_array(store=store, path="image", mode="r+")[:16, :16] = 7  # image/c/0/0
+    # Another writer: chunks changed (image/c/2/0 back to the local tree's), one deleted, a file
+    # added.
+    zarr.open_array(store=LocalStore(root), path="image", mode="r+")[48:, 32:] = 4
+    (root / "image/c/1/1").unlink()
+    (root / "added.txt").write_bytes(b"added")
+    assert client.upload(root, zarr_id=archive, sync=True).ok
+    now = opened()
+    assert sync(now.exists("added.txt")) and not sync(now.exists("image/c/1/1"))
+    began = IMAGE.copy()
+    began[:16, :16], began[32:48, :16] = 7, 5
+
+    def reads_as_it_began(store: ArchiveStore) -> None:
+        assert np.array_equal(image_of(store), began)
+        assert not sync(store.exists("added.txt"))
+        assert sync(store.get("added.txt", PROTO)) is None
+        for key in ("image/c/1/1", "image/c/2/0", "image/c/3/2"):
+            read = sync(store.get(key, PROTO))
+            assert read is not None and read.to_bytes() == base[key], key
+        assert sorted(sync(collect(store.list()))) == sorted(base)
+        assert sorted(sync(collect(store.list_dir("")))) == ["image", "zarr.json"]
+        assert "1" in sync(collect(store.list_dir("image/c/1")))
+        assert sorted(sync(collect(store.list_prefix("image/c/3/")))) == [
+            f"image/c/3/{j}" for j in range(3)
+        ]
+
+    reads_as_it_began(store)
+    # Garbage collection while the session is open keeps what its snapshot reads (a copy of
+    # the store reads afresh: nothing cached).
+    settings.DANDIZARR_GC_WINDOW_DAYS = 0
+    archive_garbage_collect(archive_get(archive, None), dry_run=False, now=timezone.now())
+    reads_as_it_began(copy := pickle.loads(pickle.dumps(store)))
+    copy.close()
+    # Disjoint paths: the commit takes, and the draft has both writers' changes.
+    checksum = store.commit()
+    after = opened()
+    expected = IMAGE.copy()
+    expected[:16, :16], expected[48:, 32:], expected[16:32, 16:32] = 7, 4, 0
+    assert np.array_equal(image_of(after), expected)
+    assert sync(after.get("added.txt", PROTO)).to_bytes() == b"added"
+    assert "1" not in sync(collect(after.list_dir("image/c/1")))
+    assert service.archive(archive)["checksum"] == checksum

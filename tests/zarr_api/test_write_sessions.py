@@ -334,7 +334,6 @@ def test_a_session_reads_the_draft_as_it_began_and_its_history_goes_with_it(
     adding, a deletion) is not what the session reads by its ``read_id``, on every read route;
     the snapshot is no version of the archive, read-only, and when the session ends it goes, its
     history rows are pruned and garbage collection takes the objects only it kept."""
-    ensure_storage_versioning()
     assert upload(owner.client, zarr_id, BASE).status_code == 200
     session = begin(owner, zarr_id)
     read_id = owner.client.get(f"/api/zarr/{zarr_id}/sessions/{session}/").json()["read_id"]

@@ -30,7 +30,8 @@ def ensure_storage_versioning() -> datetime:
     """Turn the bucket's object versioning on if it is off, and return since when it has been
     on, as recorded in the bucket itself (an object this writes when it turns versioning on or
     first sees it on). Versions need the store to keep replaced objects: on before the first
-    one (``manage.py ensure_bucket`` turns it on at deployment)."""
+    one, published or a write session's snapshot (``manage.py ensure_bucket`` turns it on at
+    deployment)."""
     store = get_store()
     try:
         if not store.versioning_enabled():
@@ -42,9 +43,7 @@ def ensure_storage_versioning() -> datetime:
             store.put(VERSIONING_SINCE_KEY, now.isoformat().encode())
             return now
     except (ObjectStoreError, ValueError) as error:
-        raise ServiceUnavailable(
-            f"cannot publish: storage cannot keep object versions ({error})"
-        ) from error
+        raise ServiceUnavailable(f"storage cannot keep object versions ({error})") from error
 
 
 def version_publish(*, user: Requester, dandiset: Dandiset) -> Version:

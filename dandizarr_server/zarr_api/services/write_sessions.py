@@ -53,6 +53,7 @@ from dandizarr_server.zarr_api.services.multipart_uploads import (
     multipart_threshold,
     multipart_uploads_abort,
 )
+from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,10 @@ def session_begin(*, user: Requester, archive: ZarrArchive) -> WriteSession:
     check counts it)."""
     require_draft(archive)
     require_writer(user, archive.dandiset)
+    # The snapshot reads what later changes of the draft replace from the objects storage keeps
+    # (a loose file overwritten in place): without versioning they would be gone. Before any
+    # lock (a storage request).
+    ensure_storage_versioning()
     with transaction.atomic():
         lock_tree(archive.pk)
         locked = lock_archive(archive)
