@@ -23,6 +23,15 @@ SIGNED_HEADERS = "content-md5;host"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+# When a URL is signed: its X-Amz-Date, from which it lives X-Amz-Expires seconds. A test sets
+# it back to have storage refuse URLs as expired at once, with no wait.
+signing_clock = _utc_now
+
+
 def _encode(value: str, safe: str = "") -> str:
     """RFC 3986 percent-encoding as SigV4 (and botocore) does it: unreserved kept."""
     return quote(value, safe=safe + "-_.~")
@@ -167,7 +176,7 @@ def _presign(
     ``query`` adds parameters of the request itself (signed like the rest)."""
     if expires_in <= 0:
         raise ValueError(f"expires_in must be positive, got {expires_in}")
-    timestamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    timestamp = signing_clock().strftime("%Y%m%dT%H%M%SZ")
     date = timestamp[:8]
     scope = f"{date}/{region}/s3/aws4_request"
     signing_key = _hmac(

@@ -17,9 +17,16 @@ from botocore.utils import percent_encode
 from dandizarr.objectstore import sigv4
 from dandizarr.objectstore.digests import content_md5_header
 from dandizarr.objectstore.s3 import S3ObjectStore
-from dandizarr.objectstore.s3_presigning import GET_OVERRIDE_PARAMS
+from dandizarr.objectstore.user_bytes import S3_GET_OVERRIDES
 
 KEYS = ["zarr/abc/0/1", "zarr/x y/\u00e9+%~!*'()/\U0001f600", "a//b", "k?x=1#f", ".checksum"]
+
+
+# botocore's names of S3_GET_OVERRIDES (get_object's parameters), to sign as botocore does.
+GET_OVERRIDE_PARAMS = {
+    "ResponseContentDisposition": S3_GET_OVERRIDES["response-content-disposition"],
+    "ResponseContentType": S3_GET_OVERRIDES["response-content-type"],
+}
 
 
 def content_md5(body: bytes) -> str:

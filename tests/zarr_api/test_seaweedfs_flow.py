@@ -3,13 +3,13 @@ signatures (moto does not), and lists keys directory by directory instead of in 
 
 from __future__ import annotations
 
-import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import requests
 
-from dandizarr.objectstore import ListingOrderError
+from dandizarr.objectstore import ListingOrderError, sigv4
 from dandizarr.objectstore.digests import content_md5_header
 from dandizarr_server.zarr_api.models import ZarrArchive
 from dandizarr_server.zarr_api.runtime.storage import get_store
@@ -110,12 +110,16 @@ def test_a_put_without_the_signed_content_md5_is_refused(owner: Actor, zarr_id: 
     assert get_store().head(f"zarr/{zarr_id}/f") is None
 
 
-def test_expired_urls_are_refused(owner: Actor, zarr_id: str, settings: Any) -> None:
+def test_expired_urls_are_refused(
+    owner: Actor, zarr_id: str, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert upload(owner.client, zarr_id, {"old": b"stored"}).status_code == 200
     settings.DANDIZARR_PRESIGNED_URL_EXPIRY_SECONDS = 1
+    # Signed 5 s ago for 1 s: expired when issued (SeaweedFS checks), no wait.
+    past = datetime.now(UTC) - timedelta(seconds=5)
+    monkeypatch.setattr(sigv4, "signing_clock", lambda: past)
     urls = batch_start_urls(owner, zarr_id, {"f": b"late"})
     download = owner.client.get(f"/api/zarr/{zarr_id}/files/old").json()["download_url"]
-    time.sleep(2.5)
     assert put(urls["f"], b"late").status_code == 403
     assert requests.get(download, timeout=10).status_code == 403
     assert get_store().head(f"zarr/{zarr_id}/f") is None
