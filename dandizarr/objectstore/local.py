@@ -24,7 +24,6 @@ from typing import BinaryIO
 
 from dandizarr.objectstore import signing
 from dandizarr.objectstore.base import (
-    InvalidRange,
     ObjectInfo,
     ObjectNotFound,
     ObjectStore,
@@ -390,4 +389,3 @@ class LocalObjectStore(ObjectStore):
     ) -> signing.Verified:
         """Check a presigned request's query parameters (for the storage view)."""
         return signing.verify(self.secret_key, method, key, query, now=now)
-

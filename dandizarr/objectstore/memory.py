@@ -165,7 +165,9 @@ class MemoryObjectStore(ObjectStore):
             raise ValueError(f"page_size must be positive, got {page_size}")
         return self._listing(prefix, start_after, page_size)
 
-    def _listing(self, prefix: str, start_after: str | None, page_size: int) -> Iterator[ObjectInfo]:
+    def _listing(
+        self, prefix: str, start_after: str | None, page_size: int
+    ) -> Iterator[ObjectInfo]:
         # A page at a time under the lock, as a server would: writes between pages are seen.
         after = start_after if start_after is not None and start_after >= prefix else None
         while True:
