@@ -68,6 +68,17 @@ def validate_range(start: int, end: int | None) -> None:
         raise InvalidRange(f"range ends before it starts: [{start}, {end})")
 
 
+def resolve_range(key: str, size: int, start: int, end: int | None) -> tuple[int, int]:
+    """``[begin, stop)`` offsets of the range in an object of ``size`` bytes (see
+    ``ObjectStore.get_range``); InvalidRange when ``start`` is past the end."""
+    validate_range(start, end)
+    if start < 0:
+        return max(0, size + start), size
+    if start > size:
+        raise InvalidRange(f"{key}: start {start} is past the end ({size} bytes)")
+    return start, size if end is None else min(end, size)
+
+
 def range_header(start: int, end: int | None) -> str | None:
     """The HTTP ``Range`` header for ``[start, end)`` (None: the whole object, no header).
 

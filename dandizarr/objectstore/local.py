@@ -24,11 +24,11 @@ from typing import BinaryIO
 
 from dandizarr.objectstore import signing
 from dandizarr.objectstore.base import (
-    InvalidRange,
     ObjectInfo,
     ObjectNotFound,
     ObjectStore,
     PreconditionFailed,
+    resolve_range,
     validate_range,
 )
 from dandizarr.objectstore.digests import check_md5_hex, strip_etag
@@ -389,14 +389,3 @@ class LocalObjectStore(ObjectStore):
     ) -> signing.Verified:
         """Check a presigned request's query parameters (for the storage view)."""
         return signing.verify(self.secret_key, method, key, query, now=now)
-
-
-def resolve_range(key: str, size: int, start: int, end: int | None) -> tuple[int, int]:
-    """``[begin, stop)`` offsets of the range in an object of ``size`` bytes (see
-    ``ObjectStore.get_range``); InvalidRange when ``start`` is past the end."""
-    validate_range(start, end)
-    if start < 0:
-        return max(0, size + start), size
-    if start > size:
-        raise InvalidRange(f"{key}: start {start} is past the end ({size} bytes)")
-    return start, size if end is None else min(end, size)

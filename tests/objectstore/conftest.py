@@ -1,8 +1,6 @@
-"""The ``store`` fixture: every test using it runs once per backend.
-
-The local backend is the one the web app builds from the settings, with its presigned URLs
-answered by a real Django server (``live_server``); the S3 one talks to moto over HTTP.
-"""
+"""The backends' fixtures: the local store the web app builds from the settings, with its
+presigned URLs answered by a real Django server (``live_server``); S3 stores on moto and on
+SeaweedFS. The contract every backend keeps runs in test_store_contract.py."""
 
 from __future__ import annotations
 
@@ -13,7 +11,6 @@ from typing import Any
 import pytest
 from django.conf import LazySettings
 
-from dandizarr.objectstore import ObjectStore
 from dandizarr.objectstore.local import LocalObjectStore
 from dandizarr.objectstore.s3 import S3ObjectStore
 from dandizarr_server.zarr_api.runtime.storage import get_store
@@ -56,21 +53,6 @@ def seaweedfs_store(seaweedfs: SeaweedS3, seaweedfs_bucket: str) -> S3ObjectStor
         access_key_id=seaweedfs_credentials.ACCESS_KEY,
         secret_access_key=seaweedfs_credentials.SECRET_KEY,
     )
-
-
-STORES = {"local": "local_store", "s3": "s3_store", "seaweedfs": "seaweedfs_store"}
-
-
-@pytest.fixture(params=fixture_params(STORES))
-def store(request: pytest.FixtureRequest) -> ObjectStore:
-    result: ObjectStore = request.getfixturevalue(STORES[request.param])
-    return result
-
-
-@pytest.fixture
-def lists_in_byte_order(request: pytest.FixtureRequest) -> bool:
-    """Whether the ``store`` under test lists in S3's key order (SeaweedFS does not)."""
-    return bool(request.node.callspec.params["store"] != "seaweedfs")
 
 
 REMOTE_STORES = {"s3_store": "s3_store", "seaweedfs_store": "seaweedfs_store"}
