@@ -214,6 +214,7 @@ def test_bad_input_is_refused_and_changes_nothing(
     ):
         response = owner.client.post(f"{url}/files/", body, format="json")
         assert response.status_code == 400, (body, response.content)
+        assert response.json()["code"], (body, response.content)
     settings.DANDIZARR_WRITE_SESSION_FILE_LIMIT = 2
     response = owner.client.post(
         f"{url}/files/",
@@ -266,6 +267,38 @@ def test_a_session_past_its_byte_limit_or_ended_is_refused_and_changes_nothing(
     ):
         assert (late.status_code, late.json()["code"]) == (409, "session_ended")
     assert not SessionFile.objects.exists() and Batch.objects.count() == 0
+
+
+def test_a_commit_twice_or_on_a_deleted_archive_is_refused_and_changes_nothing(
+    owner: Actor, zarr_id: str
+) -> None:
+    """A session committed is ended (a second commit or write is 409 ``session_ended``, the
+    draft as the first left it); under an archive id that names none, 404 with its code."""
+    session = begin(owner, zarr_id)
+    stage(owner, zarr_id, session, {"a": b"first"})
+    assert commit(owner, zarr_id, session).status_code == 200
+    after = checksum(owner, zarr_id)
+    batches = Batch.objects.count()
+    again = commit(owner, zarr_id, session)
+    assert (again.status_code, again.json()["code"]) == (409, "session_ended")
+    url = f"/api/zarr/{zarr_id}/sessions/{session}"
+    late = owner.client.post(
+        f"{url}/files/", [{"path": "b", "etag": md5(b"b"), "size": 1}], format="json"
+    )
+    assert (late.status_code, late.json()["code"]) == (409, "session_ended")
+    assert (Batch.objects.count(), checksum(owner, zarr_id)) == (batches, after)
+    assert visible(zarr_id) == {"a": b"first"}
+
+    # Archives are never deleted (their versions protect the row): an archive id that names
+    # none, its session's commit with it, is 404 with its code, as any unknown archive is.
+    missing = "00000000-0000-4000-8000-000000000000"
+    for refused in (
+        commit(owner, missing, session),
+        owner.client.post(f"/api/zarr/{missing}/sessions/{session}/files/", [], format="json"),
+    ):
+        assert refused.status_code == 404, refused.content
+        assert refused.json()["code"], refused.content
+    assert Batch.objects.count() == batches
 
 
 def test_a_version_is_read_only_and_a_session_conflicts_with_a_reset(
