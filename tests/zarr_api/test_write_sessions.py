@@ -12,6 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from dandizarr_server.zarr_api.domain.keys import session_prefix
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.models import Batch, FileHistory, SessionFile, WriteSession
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.lookups import archive_get
@@ -19,6 +20,7 @@ from dandizarr_server.zarr_api.services.audit import archive_audit
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from dandizarr_server.zarr_api.services.session_cleanup import write_sessions_sweep
+from dandizarr_server.zarr_api.services.session_commits import staged_files_verify
 from tests.support.api import (
     Actor,
     create_archive,
@@ -236,6 +238,30 @@ def test_bad_input_is_refused_and_changes_nothing(
     other = "00000000-0000-4000-8000-000000000000"
     assert owner.client.post(f"/api/zarr/{zarr_id}/sessions/{other}/commit/").status_code == 404
     assert Batch.objects.count() == 0
+
+
+def test_the_commit_verifies_under_its_lock_what_was_staged_after_its_first_pass(
+    owner: Actor, zarr_id: str
+) -> None:
+    """The commit proves every staged file outside its lock, then under it only the files
+    staged meanwhile (their ids not among those proven): one staged and never PUT is named,
+    one PUT is proven, and the first pass's files are not asked for again."""
+    session = begin(owner, zarr_id)
+    stage(owner, zarr_id, session, {"a": b"first", "b": b"second"})
+    row = WriteSession.objects.get(session_id=session)
+    proven = staged_files_verify(row)
+    assert proven == set(SessionFile.objects.filter(session=row).values_list("pk", flat=True))
+    url = f"/api/zarr/{zarr_id}/sessions/{session}/files/"
+    late = owner.client.post(url, [{"path": "c", "etag": md5(b"c"), "size": 1}], format="json")
+    assert late.status_code == 200, late.content
+    with pytest.raises(ValidationFailed) as refused:
+        staged_files_verify(row, proven)
+    assert (refused.value.code, refused.value.extra["missing"]) == ("session_incomplete", ["c"])
+    assert put(late.json()[0]["upload_url"], b"c").status_code == 200
+    c = SessionFile.objects.get(session=row, path="c").pk
+    assert staged_files_verify(row, proven) == {c}
+    assert commit(owner, zarr_id, session).status_code == 200
+    assert visible(zarr_id) == {"a": b"first", "b": b"second", "c": b"c"}
 
 
 def test_a_session_past_its_byte_limit_or_ended_is_refused_and_changes_nothing(
