@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.ci import needs
-from tests.support.dask_writes import dask_write_and_commit
+from tests.support.dask_writes import dask_write_and_commit, xarray_writes_and_commits
 from tests.support.model_api import HttpApi
 from tests.support.processes import Processes
 from tests.support.production import Production, production, tools_missing
@@ -148,6 +148,16 @@ def test_every_version_reads_as_the_model_in_every_process(
                 assert made.status == 201, made.body
                 dask_zarr = str(made.json()["zarr_id"])
                 dask_write_and_commit(deployment.url, dask_zarr, deployment.token, tmp_path)
+                # And xarray: to_zarr, then an append_dim and a region write, a session each.
+                made = HttpApi(deployment.url, deployment.token).request(
+                    "POST",
+                    "/api/zarr/",
+                    body={"name": "xarray.zarr", "dandiset": walk.dandiset},
+                )
+                assert made.status == 201, made.body
+                xarray_writes_and_commits(
+                    deployment.url, str(made.json()["zarr_id"]), deployment.token, tmp_path
+                )
                 downloaded = assert_every_version_downloads(
                     deployment.url, deployment.token, walk, tmp_path / "dandi"
                 )

@@ -264,6 +264,27 @@ def test_the_commit_verifies_under_its_lock_what_was_staged_after_its_first_pass
     assert visible(zarr_id) == {"a": b"first", "b": b"second", "c": b"c"}
 
 
+def test_a_path_staged_twice_takes_its_first_put_late_on_the_local_backend_until_the_end(
+    owner: Actor, dandiset: str, local_storage: str
+) -> None:
+    """A path written twice in a session (xarray rewrites its metadata) has a second key while
+    the first PUT may still be in flight: the local backend takes that PUT while the session
+    is open, as S3 does (the object no row names, collected later), and the commit makes the
+    second write visible; once the session ended, the first URL is refused."""
+    zarr_id = create_archive(owner, dandiset, "twice.zarr", layout="loose")
+    session = begin(owner, zarr_id)
+    url = f"/api/zarr/{zarr_id}/sessions/{session}/files/"
+    first, second = (
+        owner.client.post(url, [{"path": "f", "etag": md5(b), "size": len(b)}], format="json")
+        for b in (b"first", b"second")
+    )
+    assert put(second.json()[0]["upload_url"], b"second").status_code == 200
+    assert put(first.json()[0]["upload_url"], b"first").status_code == 200  # late
+    assert commit(owner, zarr_id, session).status_code == 200
+    assert visible(zarr_id) == {"f": b"second"}
+    assert put(first.json()[0]["upload_url"], b"first").status_code == 403
+
+
 def test_a_session_past_its_byte_limit_or_ended_is_refused_and_changes_nothing(
     owner: Actor, zarr_id: str, settings: Any
 ) -> None:
