@@ -102,3 +102,14 @@ def xarray_writes_and_commits(url: str, zarr_id: str, token: str, work: Path) ->
     xr.testing.assert_identical(written, expected)
     assert written.sizes["t"] == 7 and (written["v"][2:4] == -1).all()
     return checksum
+
+
+def session_write_and_commit(url: str, zarr_id: str, token: str) -> str:
+    """A session writes the first rows of ``image`` and commits; the checksum."""
+    store = ArchiveStore(url, zarr_id, token=token, read_only=False)
+    try:
+        array: Any = zarr.open_array(store=store, path="image", mode="r+")
+        array[:16, :16] = 9
+        return store.commit()
+    finally:
+        store.close()
