@@ -5,12 +5,7 @@ written locally (docs/writing.md)."""
 
 from __future__ import annotations
 
-import os
 import pickle
-import signal
-import subprocess
-import sys
-import textwrap
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -34,6 +29,7 @@ from dandizarr_server.zarr_api.selectors.lookups import archive_get
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.session_cleanup import write_sessions_sweep
 from tests.support.api import expected_checksum
+from tests.support.killed_writer import killed_writer
 from tests.support.live_client import Service
 
 PROTO = default_buffer_prototype()
@@ -206,35 +202,12 @@ def test_a_write_that_fails_behind_fails_the_commit_and_a_copy_fails_at_once(
     assert refused.value.status == 400
 
 
-WRITER = """
-import sys, time
-import numpy as np, zarr
-from dandizarr.client.store import ArchiveStore
-
-store = ArchiveStore(sys.argv[1], sys.argv[2], token=sys.argv[3], read_only=False)
-zarr.open_array(store=store, path="image", mode="r+")[:32] = 5
-store.flush()  # the store that began the session writes behind: its chunks in storage now
-print(store.session_id, flush=True)
-time.sleep(600)
-"""
-
-
 def test_a_writer_killed_mid_session_leaves_the_draft_as_it_was(
     service: Service, archive: str, opened: Any
 ) -> None:
     write_image(first := opened(read_only=False))
     before = first.commit()
-    writer = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(WRITER), service.url, archive, service.token],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ},
-    )
-    assert writer.stdout is not None
-    session_id = writer.stdout.readline().strip()
-    assert session_id, "the writer failed before it wrote"
-    os.kill(writer.pid, signal.SIGKILL)
-    writer.wait()
+    session_id = killed_writer(service.url, archive, service.token)
     assert service.archive(archive)["checksum"] == before
     prefix = session_prefix(archive, session_id)
     assert list(get_store().list(prefix))  # what it staged, until the sweep

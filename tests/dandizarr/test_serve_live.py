@@ -1,6 +1,8 @@
 """``dandizarr serve`` as a user runs it (``make serve``): SQLite (IMMEDIATE transactions, WAL)
 and the local object store under its data directory, tasks inline, Django's threaded server
-(TCP_NODELAY). A client uploads into it in many batches and downloads the archive back."""
+(TCP_NODELAY). A client uploads into it in many batches and downloads the archive back; a
+write session commits beside an upload, Dask's two worker processes write one session, and
+xarray writes, appends and writes a region."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from zarr.core.buffer import default_buffer_prototype
 from dandizarr.client import DandizarrClient
 from dandizarr.client.store import ArchiveStore
 from tests.support.api import expected_checksum
+from tests.support.dask_writes import dask_write_and_commit, xarray_writes_and_commits
 from tests.support.live_client import local_checksum, make_tree
 from tests.support.processes import Processes
 
@@ -49,6 +52,12 @@ def test_upload_into_the_embedded_service_and_back(processes: Processes, tmp_pat
             store.close()
         tree = {p: (root / p).read_bytes() for p in files} | {"written/by/session": b"staged"}
         assert committed == expected_checksum(tree)
+        # Dask's two worker processes write one session on `make serve` too, one commit.
+        dask_zarr = client.create_archive(dandiset, "dask.zarr").zarr_id
+        dask_write_and_commit(url, dask_zarr, token, tmp_path)
+        # xarray: to_zarr, then an append_dim and a region write, a session each.
+        xarray_zarr = client.create_archive(dandiset, "xarray.zarr").zarr_id
+        xarray_writes_and_commits(url, xarray_zarr, token, tmp_path)
     assert downloaded.ok and downloaded.local_checksum == result.server_checksum
     for path in files:
         if path != first:

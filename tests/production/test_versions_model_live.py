@@ -20,7 +20,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.ci import needs
-from tests.support.dask_writes import dask_write_and_commit
+from tests.support.dask_writes import (
+    dask_write_and_commit,
+    session_write_and_commit,
+    xarray_writes_and_commits,
+)
+from tests.support.killed_writer import killed_writer
 from tests.support.model_api import HttpApi
 from tests.support.processes import Processes
 from tests.support.production import Production, production, tools_missing
@@ -131,8 +136,9 @@ def test_every_version_reads_as_the_model_in_every_process(
             try:
                 second_web = deployment.more_web_urls[0]
                 # Write sessions drawn twice as often as the walk's own rules (issue #48).
+                harness = deployment_harness(deployment, second_web)
                 walk = VersionsWalk(
-                    deployment_harness(deployment, second_web),
+                    harness,
                     SEED,
                     max_versions=6,
                     log=print,
@@ -148,6 +154,29 @@ def test_every_version_reads_as_the_model_in_every_process(
                 assert made.status == 201, made.body
                 dask_zarr = str(made.json()["zarr_id"])
                 dask_write_and_commit(deployment.url, dask_zarr, deployment.token, tmp_path)
+                # And xarray: to_zarr, then an append_dim and a region write, a session each.
+                made = HttpApi(deployment.url, deployment.token).request(
+                    "POST",
+                    "/api/zarr/",
+                    body={"name": "xarray.zarr", "dandiset": walk.dandiset},
+                )
+                assert made.status == 201, made.body
+                xarray_writes_and_commits(
+                    deployment.url, str(made.json()["zarr_id"]), deployment.token, tmp_path
+                )
+                # A writer SIGKILLed mid-write leaves the draft as it was; the next session
+                # commits; the dead one expires and the sweep deletes what it staged.
+                api = HttpApi(deployment.url, deployment.token)
+                before = api.request("GET", f"/api/zarr/{dask_zarr}/").json()["checksum"]
+                dead = killed_writer(deployment.url, dask_zarr, deployment.token)
+                assert api.request("GET", f"/api/zarr/{dask_zarr}/").json()["checksum"] == before
+                assert harness.sessions is not None
+                assert harness.sessions.staged_objects(dask_zarr, dead)
+                after = session_write_and_commit(deployment.url, dask_zarr, deployment.token)
+                assert after != before
+                harness.sessions.expire([dead])
+                assert harness.sessions.staged_objects(dask_zarr, dead) == []
+                assert api.request("GET", f"/api/zarr/{dask_zarr}/").json()["checksum"] == after
                 downloaded = assert_every_version_downloads(
                     deployment.url, deployment.token, walk, tmp_path / "dandi"
                 )

@@ -12,6 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from dandizarr_server.zarr_api.domain.keys import session_prefix
+from dandizarr_server.zarr_api.edge.exceptions import ValidationFailed
 from dandizarr_server.zarr_api.models import Batch, FileHistory, SessionFile, WriteSession
 from dandizarr_server.zarr_api.runtime.storage import get_store
 from dandizarr_server.zarr_api.selectors.lookups import archive_get
@@ -19,6 +20,7 @@ from dandizarr_server.zarr_api.services.audit import archive_audit
 from dandizarr_server.zarr_api.services.garbage import archive_garbage_collect
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from dandizarr_server.zarr_api.services.session_cleanup import write_sessions_sweep
+from dandizarr_server.zarr_api.services.session_commits import staged_files_verify
 from tests.support.api import (
     Actor,
     create_archive,
@@ -214,6 +216,7 @@ def test_bad_input_is_refused_and_changes_nothing(
     ):
         response = owner.client.post(f"{url}/files/", body, format="json")
         assert response.status_code == 400, (body, response.content)
+        assert response.json()["code"], (body, response.content)
     settings.DANDIZARR_WRITE_SESSION_FILE_LIMIT = 2
     response = owner.client.post(
         f"{url}/files/",
@@ -235,6 +238,51 @@ def test_bad_input_is_refused_and_changes_nothing(
     other = "00000000-0000-4000-8000-000000000000"
     assert owner.client.post(f"/api/zarr/{zarr_id}/sessions/{other}/commit/").status_code == 404
     assert Batch.objects.count() == 0
+
+
+def test_the_commit_verifies_under_its_lock_what_was_staged_after_its_first_pass(
+    owner: Actor, zarr_id: str
+) -> None:
+    """The commit proves every staged file outside its lock, then under it only the files
+    staged meanwhile (their ids not among those proven): one staged and never PUT is named,
+    one PUT is proven, and the first pass's files are not asked for again."""
+    session = begin(owner, zarr_id)
+    stage(owner, zarr_id, session, {"a": b"first", "b": b"second"})
+    row = WriteSession.objects.get(session_id=session)
+    proven = staged_files_verify(row)
+    assert proven == set(SessionFile.objects.filter(session=row).values_list("pk", flat=True))
+    url = f"/api/zarr/{zarr_id}/sessions/{session}/files/"
+    late = owner.client.post(url, [{"path": "c", "etag": md5(b"c"), "size": 1}], format="json")
+    assert late.status_code == 200, late.content
+    with pytest.raises(ValidationFailed) as refused:
+        staged_files_verify(row, proven)
+    assert (refused.value.code, refused.value.extra["missing"]) == ("session_incomplete", ["c"])
+    assert put(late.json()[0]["upload_url"], b"c").status_code == 200
+    c = SessionFile.objects.get(session=row, path="c").pk
+    assert staged_files_verify(row, proven) == {c}
+    assert commit(owner, zarr_id, session).status_code == 200
+    assert visible(zarr_id) == {"a": b"first", "b": b"second", "c": b"c"}
+
+
+def test_a_path_staged_twice_takes_its_first_put_late_on_the_local_backend_until_the_end(
+    owner: Actor, dandiset: str, local_storage: str
+) -> None:
+    """A path written twice in a session (xarray rewrites its metadata) has a second key while
+    the first PUT may still be in flight: the local backend takes that PUT while the session
+    is open, as S3 does (the object no row names, collected later), and the commit makes the
+    second write visible; once the session ended, the first URL is refused."""
+    zarr_id = create_archive(owner, dandiset, "twice.zarr", layout="loose")
+    session = begin(owner, zarr_id)
+    url = f"/api/zarr/{zarr_id}/sessions/{session}/files/"
+    first, second = (
+        owner.client.post(url, [{"path": "f", "etag": md5(b), "size": len(b)}], format="json")
+        for b in (b"first", b"second")
+    )
+    assert put(second.json()[0]["upload_url"], b"second").status_code == 200
+    assert put(first.json()[0]["upload_url"], b"first").status_code == 200  # late
+    assert commit(owner, zarr_id, session).status_code == 200
+    assert visible(zarr_id) == {"f": b"second"}
+    assert put(first.json()[0]["upload_url"], b"first").status_code == 403
 
 
 def test_a_session_past_its_byte_limit_or_ended_is_refused_and_changes_nothing(
@@ -266,6 +314,38 @@ def test_a_session_past_its_byte_limit_or_ended_is_refused_and_changes_nothing(
     ):
         assert (late.status_code, late.json()["code"]) == (409, "session_ended")
     assert not SessionFile.objects.exists() and Batch.objects.count() == 0
+
+
+def test_a_commit_twice_or_on_a_deleted_archive_is_refused_and_changes_nothing(
+    owner: Actor, zarr_id: str
+) -> None:
+    """A session committed is ended (a second commit or write is 409 ``session_ended``, the
+    draft as the first left it); under an archive id that names none, 404 with its code."""
+    session = begin(owner, zarr_id)
+    stage(owner, zarr_id, session, {"a": b"first"})
+    assert commit(owner, zarr_id, session).status_code == 200
+    after = checksum(owner, zarr_id)
+    batches = Batch.objects.count()
+    again = commit(owner, zarr_id, session)
+    assert (again.status_code, again.json()["code"]) == (409, "session_ended")
+    url = f"/api/zarr/{zarr_id}/sessions/{session}"
+    late = owner.client.post(
+        f"{url}/files/", [{"path": "b", "etag": md5(b"b"), "size": 1}], format="json"
+    )
+    assert (late.status_code, late.json()["code"]) == (409, "session_ended")
+    assert (Batch.objects.count(), checksum(owner, zarr_id)) == (batches, after)
+    assert visible(zarr_id) == {"a": b"first"}
+
+    # Archives are never deleted (their versions protect the row): an archive id that names
+    # none, its session's commit with it, is 404 with its code, as any unknown archive is.
+    missing = "00000000-0000-4000-8000-000000000000"
+    for refused in (
+        commit(owner, missing, session),
+        owner.client.post(f"/api/zarr/{missing}/sessions/{session}/files/", [], format="json"),
+    ):
+        assert refused.status_code == 404, refused.content
+        assert refused.json()["code"], refused.content
+    assert Batch.objects.count() == batches
 
 
 def test_a_version_is_read_only_and_a_session_conflicts_with_a_reset(

@@ -67,6 +67,17 @@ def new_staged_key(zarr_id: uuid.UUID | str, session_id: uuid.UUID | str) -> str
     return f"{session_prefix(zarr_id, session_id)}{uuid.uuid4().hex}"
 
 
+def staged_key_session(key: str) -> tuple[str, str] | None:
+    """``(zarr_id, session_id)`` of a key ``new_staged_key`` could have made, else None (the
+    ids as written in the key, unchecked)."""
+    if not key.startswith(SHARDS_ROOT):
+        return None
+    parts = key[len(SHARDS_ROOT) :].split("/")
+    if len(parts) != 4 or parts[1] != "sessions" or not all(parts):
+        return None
+    return parts[0], parts[2]
+
+
 def split_upload_key(key: str) -> tuple[str, str, str] | None:
     """``("file" | "shard", zarr_id, rest)`` for a key clients may upload to (a loose file's
     or a shard object's), else None (``.checksum`` files and anything else)."""

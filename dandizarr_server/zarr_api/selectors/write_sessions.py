@@ -4,11 +4,13 @@ own writes, for the writer's reads), and the staged objects storage holds for op
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
+from dandizarr_server.zarr_api.domain.keys import staged_key_session
 from dandizarr_server.zarr_api.domain.permissions import user_can_write
 from dandizarr_server.zarr_api.edge.exceptions import NotFound
 from dandizarr_server.zarr_api.models import SessionFile, WriteSession, ZarrArchive
@@ -100,4 +102,21 @@ def staged_upload_expected(key: str, md5: str | None) -> bool:
     ).select_related("session__user", "session__archive__dandiset")
     for row in rows[:1]:
         return user_can_write(row.session.user, row.session.archive.dandiset)
+    # A key the session staged and then staged again (the path written twice): its first PUT
+    # may still be in flight. S3 takes it (its URL is signed for those bytes, to a key no row
+    # names); so does the local backend, while the session is open. Garbage collection takes
+    # the object, as on S3.
+    ids = staged_key_session(key)
+    zarr_id = None if ids is None else parse_zarr_id(ids[0])
+    if ids is None or zarr_id is None:
+        return False
+    try:
+        session_id = uuid.UUID(ids[1])
+    except ValueError:
+        return False
+    sessions = WriteSession.objects.filter(
+        session_id=session_id, archive__zarr_id=zarr_id, state=WriteSession.State.OPEN
+    ).select_related("user", "archive__dandiset")
+    for session in sessions[:1]:
+        return user_can_write(session.user, session.archive.dandiset)
     return False

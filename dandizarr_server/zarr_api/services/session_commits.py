@@ -12,7 +12,7 @@ those of the paths it deletes, by ``services.session_cleanup``.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Set
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -51,13 +51,13 @@ def session_commit(*, user: Requester, archive: ZarrArchive, session: WriteSessi
     since the session began changed a path the session changed, or a directory above one."""
     with transaction.atomic():
         session_lock(user, archive, session)  # who may commit, before storage is asked
-    staged_files_verify(session)
+    proven = staged_files_verify(session)
     with transaction.atomic():
         archive = lock_archive(archive)  # the archive first, then the session (lock order)
         session = session_lock(user, archive, session)
         require_not_converting(archive)
         batch_endings_settle(archive)  # deletions in progress take their sequence first
-        staged_files_verify(session)  # any staged while the first check ran
+        staged_files_verify(session, proven)  # any staged while the first check ran
         written, deleted = _session_paths(session)
         _check_within(written)
         _check_conflicts(archive, session, written, deleted)
@@ -85,19 +85,33 @@ def session_commit(*, user: Requester, archive: ZarrArchive, session: WriteSessi
     return batch
 
 
-def staged_files_verify(session: WriteSession) -> None:
-    """Each staged file not yet verified, against storage: its object there with its md5 and
-    size (a single PUT's ETag is its md5); 400 ``session_incomplete`` naming what is not."""
+def staged_files_verify(session: WriteSession, proven: Set[int] | None = None) -> set[int]:
+    """Each staged file not yet verified (nor in ``proven``, the ids an earlier pass of this
+    commit proved), against storage: its object there with its md5 and size (a single PUT's
+    ETag is its md5); the ids it proved. 400 ``session_incomplete`` naming what is not.
+
+    Nothing is written back: marking 100,000 rows verified cost more than listing their
+    objects (issue #48's 100,000-file commit), and a commit verifies each row once outside
+    its lock, then only the rows staged meanwhile under it."""
     result = Verification()
     # In key order: each chunk's keys lie together in storage, so listing their range finds
     # them (in another order a range strays over the session's other keys and every key is
     # asked for alone: 100,000 HEADs for a 100,000-file commit).
-    pending = SessionFile.objects.filter(session=session, deleted=False, verified=False).order_by(
-        "key"
-    )
-    while rows := list(pending.values_list("pk", "path", "key", "md5", "size")[:_VERIFY_CHUNK]):
+    pending = SessionFile.objects.filter(session=session, deleted=False, verified=False)
+    if proven is not None:
+        # Under the lock: only the rows the first pass did not prove (staged meanwhile; a
+        # path staged again is a new row). Many of them: all again, a range at a time.
+        ids = set(pending.values_list("pk", flat=True).iterator(chunk_size=_VERIFY_CHUNK))
+        if len(unseen := ids - proven) <= _VERIFY_CHUNK:
+            pending = pending.filter(pk__in=sorted(unseen))
+    good: set[int] = set()
+    after = ""
+    columns = ("pk", "path", "key", "md5", "size")
+    while rows := list(
+        pending.filter(key__gt=after).order_by("key").values_list(*columns)[:_VERIFY_CHUNK]
+    ):
+        after = rows[-1][2]
         infos = get_store().head_many([key for _, _, key, _, _ in rows])
-        good: list[int] = []
         for pk, path, key, md5, size in rows:
             info = infos[key]
             if info is None:
@@ -111,9 +125,8 @@ def staged_files_verify(session: WriteSession) -> None:
                     }
                 )
             else:
-                good.append(pk)
-        SessionFile.objects.filter(pk__in=good).update(verified=True)
-        if len(good) < len(rows):
+                good.add(pk)
+        if result.missing or result.mismatched:
             break
     if result.missing or result.mismatched:
         names = [*result.missing, *(m["path"] for m in result.mismatched)]
@@ -126,6 +139,7 @@ def staged_files_verify(session: WriteSession) -> None:
             missing=result.missing,
             mismatched=result.mismatched,
         )
+    return good
 
 
 def _session_paths(session: WriteSession) -> tuple[set[str], set[str]]:
