@@ -316,6 +316,8 @@ DANDIZARR_S3_PUBLIC_READ_URL = env("DANDIZARR_S3_PUBLIC_READ_URL")
 DANDIZARR_S3_ACCESS_KEY_ID = env("AWS_ACCESS_KEY_ID")
 DANDIZARR_S3_SECRET_ACCESS_KEY = env("AWS_SECRET_ACCESS_KEY")
 DANDIZARR_S3_MAX_POOL_CONNECTIONS = env_int("DANDIZARR_S3_MAX_POOL_CONNECTIONS", 64)
+# Retries of a failed S3 request after its first try (botocore's standard mode, with backoff).
+DANDIZARR_S3_RETRIES = env_int("DANDIZARR_S3_RETRIES", 5)
 # Upload URLs cannot be revoked on S3: a batch's keys are reconciled with storage, and its
 # archive may be published, only once they have expired (plus the margin: uploads in flight,
 # clock skew). Long enough for one batch's PUTs, no longer.

@@ -25,6 +25,7 @@ _STORE_SETTINGS = frozenset(
         "DANDIZARR_S3_ACCESS_KEY_ID",
         "DANDIZARR_S3_SECRET_ACCESS_KEY",
         "DANDIZARR_S3_MAX_POOL_CONNECTIONS",
+        "DANDIZARR_S3_RETRIES",
         "DANDIZARR_STORAGE_CONCURRENCY",
         "SECRET_KEY",
         "PUBLIC_URL",
@@ -44,7 +45,11 @@ def build_store(*, timeout: float | None = None) -> ObjectStore:
     """A new store from the current settings; ``timeout``: each request to a remote store
     gives up after that many seconds, at its first failure (no retries)."""
     if settings.DANDIZARR_STORAGE == "s3":
-        limits: dict[str, Any] = {"timeout": timeout, "retries": 0} if timeout else {}
+        limits: dict[str, Any] = (
+            {"timeout": timeout, "retries": 0}
+            if timeout
+            else {"retries": settings.DANDIZARR_S3_RETRIES}
+        )
         return S3ObjectStore(
             settings.DANDIZARR_S3_BUCKET,
             endpoint_url=settings.DANDIZARR_S3_ENDPOINT_URL,
