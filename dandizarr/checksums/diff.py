@@ -31,6 +31,17 @@ class Change:
     size_after: int | None
     md5_after: str | None
 
+    # What a diff's bytes count (one rule, for the service's pages and the client's sums): the
+    # new content's bytes (added and modified files) and the old content's (deleted and
+    # modified files).
+    @property
+    def bytes_added(self) -> int:
+        return self.size_after or 0
+
+    @property
+    def bytes_deleted(self) -> int:
+        return self.size_before or 0
+
 
 def _components(path: str) -> tuple[str, ...]:
     return tuple(path.split("/")) if path else ()

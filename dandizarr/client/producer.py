@@ -5,7 +5,6 @@ main thread takes them from, then ``None`` (no more), or the exception that stop
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections.abc import Iterable
@@ -18,7 +17,7 @@ from dandizarr.client.pack_types import PackBatch
 from dandizarr.client.progress import Progress
 from dandizarr.client.remote_listing import RemoteListing
 from dandizarr.client.results import UploadResult
-from dandizarr.client.upload_types import LocalFile, LocalListing, UploadOptions
+from dandizarr.client.upload_types import LocalFile, LocalListing, UploadOptions, hash_jobs
 
 if TYPE_CHECKING:
     from dandizarr.client.shards import ShardBuilder
@@ -84,7 +83,7 @@ class BatchProducer:
         Chunk files the server does not hold are not hashed here: each is read once, as its
         shard is built, and hashed from the bytes that go into the shard (``ShardBuilder``).
         Reading a million small files twice was most of a packed upload's time."""
-        jobs = self.options.hash_jobs or min(8, os.cpu_count() or 1)
+        jobs = hash_jobs(self.options.hash_jobs)
         paths = listing.paths
         # The chunk files to pack once hashing is done, a byte per file: first those the server
         # does not hold (not hashed here), then also those hashed that differ from its copy.

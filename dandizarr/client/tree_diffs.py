@@ -29,8 +29,8 @@ class Diff:
 
     def add(self, change: Change) -> None:
         getattr(self, change.kind).append(change.path)
-        self.bytes_added += change.size_after or 0
-        self.bytes_deleted += change.size_before or 0
+        self.bytes_added += change.bytes_added
+        self.bytes_deleted += change.bytes_deleted
 
     def add_page(self, page: dict[str, Any]) -> None:
         self.added += page["added"]

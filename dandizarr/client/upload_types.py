@@ -3,6 +3,7 @@ the listing of every local file (compact: no object per file)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -20,6 +21,13 @@ DEFAULT_CHECKSUM_TIMEOUT = DEFAULT_WAIT_SECONDS
 # enough that completing is rare, few enough that the service applies batches as they come
 # instead of all at the end, and that a batch an interruption cancels costs little to redo.
 DEFAULT_MAX_BATCH_FILES = 10_000
+
+
+def hash_jobs(asked: int | None) -> int:
+    """How many files are hashed at once: as asked, else a thread per CPU, at most 8."""
+    return asked or min(8, os.cpu_count() or 1)
+
+
 # Fresh URLs for one batch (expired URLs, files changed on disk) at most this many times.
 MAX_BATCH_RESTARTS = 4
 

@@ -218,6 +218,7 @@ def dry_run(args: argparse.Namespace) -> int:
     """What the upload would change, nothing sent: deletions only with --sync (without it the
     archive keeps what the local tree lacks)."""
     from dandizarr.client.tree_diffs import Diff, upload_changes
+    from dandizarr.client.upload_types import hash_jobs
     from dandizarr.commands.diff import print_diff
 
     with json_errors(args), client_errors(), make_client(args) as client:
@@ -232,7 +233,7 @@ def dry_run(args: argparse.Namespace) -> int:
             found = client.find_archive(args.dandiset, name)
             zarr_id = found.zarr_id if found is not None else None
         diff, kept = Diff(), 0
-        jobs = args.hash_jobs or min(8, os.cpu_count() or 1)
+        jobs = hash_jobs(args.hash_jobs)
         for change in upload_changes(client, Path(args.path), zarr_id, jobs=jobs):
             if change.kind == "deleted" and not args.sync:
                 kept += 1

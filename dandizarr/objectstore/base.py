@@ -167,7 +167,6 @@ class ObjectStore(abc.ABC):
     def get(self, key: str) -> bytes:
         """The whole object; raises ObjectNotFound."""
 
-    @abc.abstractmethod
     def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
         """Bytes ``[start, end)`` of the object (``end=None``: to the end).
 
@@ -177,6 +176,7 @@ class ObjectStore(abc.ABC):
         Raises ObjectNotFound, or InvalidRange when ``start`` is past the end of the object or
         the arguments are no range (``end < start``, or a negative ``start`` with an ``end``).
         """
+        return self.read_range(key, start, end)[0]
 
     @abc.abstractmethod
     def read_range(

@@ -210,9 +210,6 @@ class LocalObjectStore(ObjectStore):
                 raise ObjectNotFound(key)
             return handle.read()
 
-    def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
-        return self.read_range(key, start, end)[0]
-
     def read_range(
         self, key: str, start: int, end: int | None = None, *, if_match: str | None = None
     ) -> tuple[bytes, str]:

@@ -129,9 +129,6 @@ class MemoryObjectStore(ObjectStore):
         assert data is not None
         return data
 
-    def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
-        return self.read_range(key, start, end)[0]
-
     def read_range(
         self, key: str, start: int, end: int | None = None, *, if_match: str | None = None
     ) -> tuple[bytes, str]:

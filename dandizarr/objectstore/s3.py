@@ -187,9 +187,6 @@ class S3ObjectStore(S3Presigning, ObjectStore):
             raise translate_error(error, key) from error
         return response["Body"].read()
 
-    def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
-        return self._read_range(key, start, end, None)[0]
-
     def read_range(
         self, key: str, start: int, end: int | None = None, *, if_match: str | None = None
     ) -> tuple[bytes, str]:

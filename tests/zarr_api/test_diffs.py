@@ -10,6 +10,7 @@ from typing import Any
 from django.test import Client
 
 from dandizarr_server.zarr_api.pages import views
+from dandizarr_server.zarr_api.runtime import kept_documents
 from dandizarr_server.zarr_api.selectors import tree_diffs
 from dandizarr_server.zarr_api.services.publishing import ensure_storage_versioning
 from tests.support.api import Actor, create_archive, upload
@@ -77,6 +78,10 @@ def test_a_diff_names_every_change_exactly_and_pages(
     shown = page.split('<pre class="changes">', 1)[1].split("</pre>", 1)[0].splitlines()
     assert shown == ["~ a/x", "- a/y", "+ a/z", "- f", "+ f/now"]
     assert '<p class="change-counts">2 added, 1 modified, 2 deleted.</p>' in page
+    # Two versions never change: the page's changes are walked once and kept.
+    kept_before = kept_documents.counts["kept"]
+    assert owner.client.get(f"/archives/{second}/").content.decode() == page
+    assert kept_documents.counts["kept"] == kept_before + 1
     # Bounded: the first changes listed, each kind counted among the first counted.
     monkeypatch.setattr(views, "CHANGES_SHOWN", 2)
     monkeypatch.setattr(views, "CHANGES_COUNTED", 3)

@@ -5,11 +5,14 @@ tree order, costing listing reads in proportion to the directories that changed.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 from dataclasses import dataclass
 from itertools import islice
 
 from dandizarr.checksums.diff import Change, tree_changes
 from dandizarr_server.zarr_api.models import ArchiveVersion, ZarrArchive
+from dandizarr_server.zarr_api.runtime.kept_documents import keeping, kept
 from dandizarr_server.zarr_api.selectors.archive_contents import archive_tree_cached
 from dandizarr_server.zarr_api.selectors.archive_versions import archive_versions
 
@@ -54,13 +57,29 @@ def changes_since_previous_version(
     previous = archive_versions(archive).filter(number__lt=version.number).last()
     if previous is None:
         return None
-    before = copy.copy(archive)
-    before.as_of = previous
-    walk = tree_changes(archive_tree_cached(before).read, archive_tree_cached(archive).read)
-    found = list(islice(walk, max(limit, counted) + 1))
-    shown = found[:limit]
-    page = DiffPage(shown, shown[-1].path if shown and len(found) > limit else None)
-    counts = {kind: 0 for kind in ("added", "modified", "deleted")}
-    for change in found[:counted]:
-        counts[change.kind] += 1
-    return VersionChanges(previous, page, counts, len(found) > counted)
+    # Two versions never change: what one page shows of them is walked once and kept for
+    # every process (runtime.kept_documents), not walked again at every view.
+    etag = f"version-changes/{previous.version_id}/{version.version_id}/{limit}/{counted}"
+    if (held := kept(etag)) is not None:
+        summary = json.loads(held)
+    else:
+        before = copy.copy(archive)
+        before.as_of = previous
+        walk = tree_changes(archive_tree_cached(before).read, archive_tree_cached(archive).read)
+        found = list(islice(walk, max(limit, counted) + 1))
+        counts = {kind: 0 for kind in ("added", "modified", "deleted")}
+        for change in found[:counted]:
+            counts[change.kind] += 1
+        summary = {
+            "shown": [dataclasses.astuple(c) for c in found[:limit]],
+            "more_shown": len(found) > limit,
+            "counts": counts,
+            "more_counted": len(found) > counted,
+        }
+        for _ in keeping(etag, [json.dumps(summary)]):
+            pass
+    shown = [Change(*fields) for fields in summary["shown"]]
+    following = shown[-1].path if shown and summary["more_shown"] else None
+    return VersionChanges(
+        previous, DiffPage(shown, following), summary["counts"], summary["more_counted"]
+    )

@@ -158,8 +158,8 @@ class ArchiveDiffView(APIView):
         lists: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
         for change in page.changes:
             lists[change.kind].append(change.path)
-        added = sum(c.size_after or 0 for c in page.changes)
-        deleted = sum(c.size_before or 0 for c in page.changes)
+        added = sum(c.bytes_added for c in page.changes)
+        deleted = sum(c.bytes_deleted for c in page.changes)
         following = None
         if page.next_after is not None:
             query = request.query_params.copy()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from dandizarr_server.zarr_api.edge.exceptions import DomainError
+from dandizarr_server.zarr_api.management.command_errors import refusals_as_command_errors
 from dandizarr_server.zarr_api.selectors.accounts import user_named
 from dandizarr_server.zarr_api.services.dandisets import dandiset_create
 
@@ -29,11 +29,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
+        with refusals_as_command_errors():
             owner = user_named(options["owner"])
             dandiset = dandiset_create(
                 user=owner, name=options["name"], embargoed=options["embargoed"]
             )
-        except DomainError as error:
-            raise CommandError(f"{error.message} ({error.code})") from error
         self.stdout.write(dandiset.identifier)

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from dandizarr_server.embedded import write_private_file
-from dandizarr_server.zarr_api.edge.exceptions import DomainError
+from dandizarr_server.zarr_api.management.command_errors import refusals_as_command_errors
 from dandizarr_server.zarr_api.selectors.accounts import dandiset_named, user_named
 from dandizarr_server.zarr_api.services.accounts import (
     dandiset_owner_add,
@@ -59,10 +59,8 @@ class Command(BaseCommand):
         revoke.add_argument("username")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
+        with refusals_as_command_errors():
             self.stdout.write(self._run(options))
-        except DomainError as error:
-            raise CommandError(f"{error.message} ({error.code})") from error
 
     def _run(self, options: dict[str, Any]) -> str:
         action, username = options["action"], options["username"]
